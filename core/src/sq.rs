@@ -1,0 +1,1 @@
+//! The send queue (work in progress).

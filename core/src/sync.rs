@@ -1,0 +1,1 @@
+//! The atomics shim: `core::sync::atomic` normally, `loom` under `cfg(loom)`.

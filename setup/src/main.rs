@@ -1,0 +1,2 @@
+//! The `mlx5dp` command-line tool.
+fn main() {}
