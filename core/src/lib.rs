@@ -9,6 +9,7 @@
 //! - [`prm`]: the hardware formats of the Programming Reference Manual.
 //! - [`barrier`]: the memory-ordering primitives, named by intent.
 //! - [`sync`]: the atomics shim that lets `loom` model the handshakes.
+//! - [`index`]: ring index arithmetic.
 //! - [`sq`]: the send queue.
 #![no_std]
 
@@ -16,6 +17,7 @@
 extern crate std;
 
 pub mod barrier;
+pub mod index;
 pub mod prm;
 pub mod sq;
 pub mod sync;
