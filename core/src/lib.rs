@@ -17,7 +17,11 @@
 extern crate std;
 
 pub mod barrier;
+pub mod cq;
 pub mod index;
+pub mod mmio;
 pub mod prm;
+pub mod rq;
+pub mod ring;
 pub mod sq;
 pub mod sync;

@@ -1,1 +1,646 @@
-//! The send queue (work in progress).
+//! The send queue: WQEs into the SQ ring, the doorbell, and the bookkeeping
+//! that turns requester completions back into free WQEBBs.
+//!
+//! # Building one
+//!
+//! A [`SendQueue`] is built once from raw parts ([`SqRawParts`]: the SQ
+//! buffer, its WQEBB count, the doorbell record, the BlueFlame register) and
+//! plain settings ([`SqConfig`]: QP type, QPN, inline and SGE limits, …) in
+//! one `unsafe` constructor, [`SendQueue::new`]. Everything after that is
+//! safe. The caller also lends two pieces of ordinary memory, because the
+//! core allocates nothing:
+//!
+//! - the **shadow** (`&mut [SqShadowEntry]`, one entry per WQEBB slot):
+//!   our trusted copy of what was posted (wr_id, WQEBB count, signalled or
+//!   not), against which every completion is checked before it is used as
+//!   an index (STYLE point 8);
+//! - the **staging area** (`&mut [Wqebb]`): where a batch's WQEs are
+//!   formatted before [`Batch::complete`] copies them into the ring.
+//!
+//! # Posting: start, build, complete or abort
+//!
+//! Modelled on the ibverbs "new post send" API (`ibv_wr_start`, `ibv_wr_*`,
+//! `ibv_wr_set_*`, `ibv_wr_complete` / `ibv_wr_abort`):
+//!
+//! ```ignore
+//! let mut batch = sq.start();
+//! batch.rdma_write(wr_id, rkey, raddr)?.signaled().sge(lkey, addr, len)?;
+//! batch.send(wr_id2)?.inline_data(b"hello")?;
+//! batch.complete(); // one doorbell for both
+//! ```
+//!
+//! A builder call ([`Batch::send`], [`Batch::rdma_write`], …) checks the
+//! operation against the QP type at the call and returns a [`Wr`] handle;
+//! its setters add the flags, the UD address or the XRC SRQ number; a data
+//! setter ([`Wr::sge`], [`Wr::sge_list`], [`Wr::inline_data`],
+//! [`Wr::inline_data_list`], or [`Wr::post`] for none) ends the work request.
+//!
+//! # Why staging (the design choice)
+//!
+//! The rules are: nothing reaches the device before `complete`; `abort`
+//! (or dropping the batch) leaves the ring bytes, the doorbell record and the
+//! register exactly as they were; a work request that fails leaves no
+//! partial WQE. Writing WQEs straight into the ring past the producer index
+//! would be invisible to the device but would still change ring bytes, so
+//! an abort could not restore them without an undo copy of the same size.
+//! Instead each work request is **validated completely first** (sizes, SGE
+//! count, inline length, TSO header, free WQEBBs) and only then formatted,
+//! in one pass, into the staging area; `complete` copies the batch into the
+//! ring with one `memcpy` (two when it wraps the ring end) and rings the
+//! doorbell. Costs: one extra copy of the batch's bytes, amortised over the
+//! batch and done from L1; gains: abort is free (nothing to undo), a failed
+//! work request never writes a byte, the BlueFlame copy reads a contiguous,
+//! cache-hot source even when the WQE wraps the ring, and formatting needs
+//! no wrap test per segment. Give the staging area as many WQEBBs as the
+//! ring (then [`PostError::BatchFull`] cannot happen before
+//! [`PostError::QueueFull`]), or fewer to bound memory and batch size.
+//!
+//! # Byte compatibility with libmlx5
+//!
+//! For the same work request, the bytes within the WQE's DS count are the
+//! ones rdma-core's libmlx5 (v44) writes: control segment (WQE index, DS,
+//! `fm_ce_se` with libmlx5's fence policy: `FENCE` gives
+//! [`WQE_CTRL_FENCE`](crate::prm::WQE_CTRL_FENCE), and the WQE after a local
+//! invalidate gets the small-initiator fence), immediate / invalidate key,
+//! inline segments, Ethernet segment with its inline L2 header taken from
+//! the packet (the pointer segments then start past it), datagram segment
+//! (the AV with the remote QPN, the extended-AV bit and the Q_Key written
+//! over it), XRC segment, atomic result SGE of the operand size, and WQEs
+//! that cross the ring end continue at its start. Where libmlx5 leaves a byte
+//! *inside* the DS count untouched (inline padding, the `imm` word of
+//! operations without one when built through `ibv_wr_*`, the unused fields
+//! of a local-invalidate mkey context), this queue writes zero. Bytes after
+//! the DS count up to the end of the last WQEBB are zero too.
+//! Two deliberate differences: a failing work request writes nothing
+//! (libmlx5 leaves a partial control segment past the producer index), and
+//! a TSO header that wraps the ring end is followed by its data segment at
+//! the right place (libmlx5 v44 `set_tso_eth_seg` puts it 32 bytes too far,
+//! outside the WQE's DS count).
+//!
+//! # Completions and draining
+//!
+//! A requester CQE's `wqe_counter` names the first WQEBB of the last WQE it
+//! completes; that WQE and every unsignalled one before it are done.
+//! [`SendQueue::retire`] checks the counter against the shadow (it must
+//! name the start of a WQE in flight) before moving the consumer index, and
+//! [`SendQueue::retire_each`] also reports every retired wr_id. The queue
+//! never overwrites an un-retired WQE: a full queue is [`PostError::QueueFull`].
+//!
+//! **The draining rule.** Only a signalled WQE produces a CQE, so a queue
+//! whose WQEs are all unsignalled fills up and can never be drained. As
+//! libmlx5 (whose users must signal periodically or create the QP with
+//! `sq_sig_all`) and DPDK (a CQE every `MLX5_TX_COMP_THRESH` = 32 packets)
+//! do, this queue forces a CQE: when the WQEBBs posted since the last
+//! signalled WQE reach [`SqConfig::signal_every`] (default: half the ring),
+//! the next WQE asks for a CQE even if its work request did not. The shadow
+//! records both what the user asked ([`SqShadowEntry::signaled`]) and what
+//! the device was asked ([`SqShadowEntry::cqe_requested`]), so a poller can
+//! hide forced completions. Set `signal_every` to 0 to turn this off (then
+//! the caller must signal at least once every `wqe_cnt` WQEBBs).
+//!
+//! # Memory the device reads
+//!
+//! Work requests carry raw addresses and keys (`lkey`, `rkey`), as in
+//! ibverbs. The device reaches memory only through registered memory
+//! regions, and registering memory for DMA (in `mlx5dp-setup`) is where the
+//! lifetime the types cannot track is promised; posting an address is
+//! therefore a safe call here.
+//!
+//! Panic policy: nothing on the posting, doorbell or retire paths panics on
+//! user data; every check returns a typed error.
+
+mod batch;
+mod doorbell;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+pub use batch::{Batch, FrameSge, Sge, Wr};
+pub use doorbell::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy};
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+
+use crate::index::{in_flight, RingSize};
+use crate::mmio::{DeviceWord, Register};
+use crate::prm::{QpnDs, SEND_WQE_BB, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE};
+use crate::ring::RingBuf;
+use doorbell::Doorbell;
+
+/// The transport of the QP that owns the send queue; it decides which
+/// segments follow the control segment and which operations are allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpType {
+    /// Reliable connected (`IBV_QPT_RC`).
+    Rc,
+    /// Unreliable connected (`IBV_QPT_UC`).
+    Uc,
+    /// Unreliable datagram (`IBV_QPT_UD`): a datagram segment (AV) per WQE.
+    Ud,
+    /// XRC initiator (`IBV_QPT_XRC_SEND`): an XRC segment per WQE.
+    Xrc,
+    /// Raw Ethernet (`IBV_QPT_RAW_PACKET`): an Ethernet segment per WQE.
+    RawPacket,
+}
+
+/// Plain settings of a send queue (no pointers; checked by the constructor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqConfig {
+    /// The QP's transport.
+    pub qp_type: QpType,
+    /// QP number (or SQ number), 24 bits: goes into every control segment.
+    pub qpn: u32,
+    /// Largest inline payload of one WQE (`ibv_qp_cap.max_inline_data`).
+    pub max_inline_data: u32,
+    /// Largest SGE list of one WQE (`ibv_qp_cap.max_send_sge`).
+    pub max_sge: u32,
+    /// Every WQE requests a CQE (the QP was created with `sq_sig_all`).
+    pub sig_all: bool,
+    /// Atomic operations are allowed (libmlx5 `atomics_enabled`).
+    pub atomics: bool,
+    /// Raw Ethernet checksum offload is supported
+    /// (libmlx5 `qp_cap_cache & MLX5_CSUM_SUPPORT_RAW_OVER_ETH`).
+    pub raw_csum: bool,
+    /// Bytes of L2 header a raw Ethernet send must inline: 0 or 18
+    /// (libmlx5 `eth_min_inline_size`).
+    pub eth_min_inline: u8,
+    /// Largest TSO header; 0 when the QP has no TSO (`max_tso_header`).
+    pub max_tso_header: u16,
+    /// Largest TSO payload in pointer segments; 0 for no limit (`max_tso`).
+    pub max_tso: u32,
+    /// Force a CQE once this many WQEBBs were posted since the last
+    /// signalled WQE (see the module documentation); 0 never forces;
+    /// `u32::MAX` (what [`SqConfig::new`] sets) means half the ring.
+    pub signal_every: u32,
+    /// The producer counter to start from (the QP's `sq.cur_post` when the
+    /// queue takes over a QP that was used before; 0 for a fresh QP).
+    pub start_pi: u32,
+    /// The BlueFlame half the first doorbell uses (rdma-core `bf->offset`
+    /// is 0 for a fresh bfreg): false for the first, true for the second.
+    pub start_bf_second_half: bool,
+}
+
+impl SqConfig {
+    /// Settings for a fresh QP of `qp_type` with the given limits; every
+    /// capability off, `signal_every` = half the ring.
+    pub fn new(qp_type: QpType, qpn: u32, max_inline_data: u32, max_sge: u32) -> Self {
+        Self {
+            qp_type,
+            qpn,
+            max_inline_data,
+            max_sge,
+            sig_all: false,
+            atomics: false,
+            raw_csum: false,
+            eth_min_inline: 0,
+            max_tso_header: 0,
+            max_tso: 0,
+            signal_every: u32::MAX,
+            start_pi: 0,
+            start_bf_second_half: false,
+        }
+    }
+}
+
+/// The raw parts of a send queue, as `mlx5dv_init_obj` (or the emulated
+/// device) hands them out.
+#[derive(Debug)]
+pub struct SqRawParts<'a> {
+    /// First byte of the SQ buffer (`mlx5dv_qp.sq.buf`), 64-byte aligned.
+    pub buf: NonNull<u8>,
+    /// Number of WQEBBs in the SQ buffer (`mlx5dv_qp.sq.wqe_cnt`), a power
+    /// of two.
+    pub wqe_cnt: u32,
+    /// The SQ word of the doorbell record (`&mlx5dv_qp.dbrec[MLX5_SND_DBR]`).
+    pub dbrec: &'a DeviceWord<u32>,
+    /// The doorbell/BlueFlame register (`mlx5dv_qp.bf.reg`), 8-byte aligned.
+    pub bf_reg: NonNull<u8>,
+    /// Size of one BlueFlame half in bytes (`mlx5dv_qp.bf.size`); 0 when the
+    /// register has no BlueFlame buffer (then only 8 bytes are written).
+    pub bf_buf_size: u32,
+}
+
+/// One WQEBB of staging memory (64 bytes, 64-byte aligned).
+#[repr(C, align(64))]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+)]
+pub struct Wqebb(pub [u8; SEND_WQE_BB]);
+
+impl Wqebb {
+    /// A zeroed WQEBB.
+    pub const ZERO: Self = Self([0; SEND_WQE_BB]);
+}
+
+impl Default for Wqebb {
+    fn default() -> Self {
+        Self::ZERO
+    }
+}
+
+/// Our trusted copy of one SQ slot (one per WQEBB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SqShadowEntry {
+    wr_id: u64,
+    /// WQE index (16-bit WQEBB counter) of the WQE starting here.
+    index: u16,
+    /// WQEBBs of the WQE starting here; 0 if no WQE starts here.
+    wqebbs: u8,
+    flags: u8,
+}
+
+const SHADOW_SIGNALED: u8 = 1 << 0;
+const SHADOW_CQE: u8 = 1 << 1;
+
+impl SqShadowEntry {
+    /// An empty slot.
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        index: 0,
+        wqebbs: 0,
+        flags: 0,
+    };
+
+    /// The work request id posted in this slot.
+    pub fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+    /// WQEBBs of the WQE starting in this slot; 0 if none starts here.
+    pub fn wqebbs(&self) -> u8 {
+        self.wqebbs
+    }
+    /// Whether the work request asked for a completion.
+    pub fn signaled(&self) -> bool {
+        self.flags & SHADOW_SIGNALED != 0
+    }
+    /// Whether the WQE asked the device for a CQE (signalled, `sig_all`, or
+    /// forced by [`SqConfig::signal_every`]).
+    pub fn cqe_requested(&self) -> bool {
+        self.flags & SHADOW_CQE != 0
+    }
+}
+
+/// A work request that could not be posted. The WQE was not written, the
+/// batch is unchanged and may go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// Not enough free WQEBBs: retire completions first.
+    QueueFull,
+    /// The staging area is full: complete this batch and start another.
+    BatchFull,
+    /// The SGE list is longer than [`SqConfig::max_sge`].
+    TooManySges,
+    /// The inline data is longer than [`SqConfig::max_inline_data`].
+    InlineTooLong,
+    /// The TSO header is longer than [`SqConfig::max_tso_header`].
+    TsoHeaderTooLong,
+    /// The TSO header is shorter than an Ethernet header (14 bytes).
+    TsoHeaderTooShort,
+    /// The TSO payload is longer than [`SqConfig::max_tso`].
+    TsoPayloadTooLong,
+    /// A raw Ethernet frame is shorter than the inline L2 header the device
+    /// needs ([`SqConfig::eth_min_inline`]).
+    EthHeaderTooShort,
+    /// A raw Ethernet send must inline its first bytes: give the data as
+    /// frames ([`Wr::frame`], [`Wr::frame_list`]) or inline, not as bare SGEs.
+    FrameBytesRequired,
+    /// The QP type (or its capabilities) does not support this operation,
+    /// setter or flag.
+    UnsupportedOp,
+    /// A UD work request without [`Wr::ud_addr`].
+    MissingUdAddress,
+    /// An XRC work request without [`Wr::xrc_srqn`].
+    MissingXrcSrqn,
+    /// The WQE would exceed 63 DS (1008 bytes).
+    WqeTooLarge,
+}
+
+/// Why [`SendQueue::new`] refused its parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqConfigError {
+    /// `wqe_cnt` is not a power of two, or the ring is larger than the
+    /// address space.
+    BadWqeCount,
+    /// The shadow has fewer entries than `wqe_cnt`.
+    ShadowTooSmall,
+    /// The staging area cannot hold one largest WQE (16 WQEBBs).
+    StagingTooSmall,
+    /// The QPN does not fit 24 bits.
+    BadQpn,
+    /// `eth_min_inline` is neither 0 nor 18.
+    BadEthMinInline,
+    /// `bf_buf_size` is not a multiple of 64.
+    BadBlueFlameSize,
+}
+
+/// Why a completion's WQE counter was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetireError {
+    /// The counter is not within the WQEBBs in flight.
+    NotInFlight {
+        /// The counter the device reported.
+        wqe_counter: u16,
+    },
+    /// The counter is in flight but does not name the first WQEBB of a WQE.
+    NotWqeStart {
+        /// The counter the device reported.
+        wqe_counter: u16,
+    },
+}
+
+/// What one completion retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retired {
+    /// wr_id of the WQE the completion names (the last one retired).
+    pub wr_id: u64,
+    /// WQEBBs returned to the free pool.
+    pub wqebbs: u32,
+}
+
+/// One retired work request, as [`SendQueue::retire_each`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetiredWr {
+    /// Its work request id.
+    pub wr_id: u64,
+    /// Whether the work request asked for a completion.
+    pub signaled: bool,
+    /// Whether it is the WQE the completion names.
+    pub last: bool,
+}
+
+/// Limits and fixed per-WQE values, read by every work request.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    qp_type: QpType,
+    qpn_ds: QpnDs,
+    max_inline: u32,
+    max_sge: u32,
+    sig_bits: u8,
+    atomics: bool,
+    raw_csum: bool,
+    eth_min_inline: u8,
+    max_tso_header: u16,
+    max_tso: u32,
+    signal_every: u32,
+}
+
+/// A send queue over raw parts; one owner (`Send`, not `Sync`).
+///
+/// `P` fixes the doorbell policy at compile time (see [`DoorbellPolicy`]).
+#[derive(Debug)]
+pub struct SendQueue<'a, P: DoorbellPolicy = BlueFlamePreferred> {
+    ring: RingBuf<'a>,
+    size: RingSize,
+    /// Free-running WQEBB producer counter of published WQEs.
+    pi: u32,
+    /// Free-running WQEBB consumer counter: everything before it is retired.
+    ci: u32,
+    /// Fence the next WQE inherits (libmlx5 `fm_cache`).
+    fm_cache: u8,
+    /// WQEBBs posted since the last WQE that requested a CQE.
+    unsignaled: u32,
+    lim: Limits,
+    shadow: &'a mut [SqShadowEntry],
+    staging: &'a mut [Wqebb],
+    db: Doorbell<'a>,
+    _policy: PhantomData<P>,
+}
+
+impl<'a, P: DoorbellPolicy> SendQueue<'a, P> {
+    /// Builds a send queue from its raw parts.
+    ///
+    /// `shadow` needs `wqe_cnt` entries; `staging` at least 16 WQEBBs (one
+    /// largest WQE), ideally `wqe_cnt` (see the module documentation).
+    ///
+    /// # Safety
+    ///
+    /// For the whole lifetime `'a`:
+    /// - `raw.buf` points to `raw.wqe_cnt * 64` bytes of SQ buffer, valid for
+    ///   reads and writes, that nothing else in this process writes or
+    ///   references (the device may read it);
+    /// - `raw.bf_reg` points to `2 * raw.bf_buf_size` bytes (8 bytes if
+    ///   `bf_buf_size` is 0) of doorbell/BlueFlame register, 8-byte aligned,
+    ///   mapped and valid for volatile 8-byte writes, not used by anyone
+    ///   else (no other queue on the same bfreg, no Rust references);
+    /// - `raw.dbrec` is this SQ's doorbell-record word, and nothing else
+    ///   writes it;
+    /// - the QP is a `config.qp_type` QP with the limits of `config`, and
+    ///   no other software posts to its SQ.
+    pub unsafe fn new(
+        raw: SqRawParts<'a>,
+        config: SqConfig,
+        shadow: &'a mut [SqShadowEntry],
+        staging: &'a mut [Wqebb],
+    ) -> Result<Self, SqConfigError> {
+        let size = RingSize::new(raw.wqe_cnt).ok_or(SqConfigError::BadWqeCount)?;
+        let ring_len = (raw.wqe_cnt as usize)
+            .checked_mul(SEND_WQE_BB)
+            .ok_or(SqConfigError::BadWqeCount)?;
+        if shadow.len() < raw.wqe_cnt as usize {
+            return Err(SqConfigError::ShadowTooSmall);
+        }
+        if staging.len() < SEND_WQE_MAX_WQEBBS {
+            return Err(SqConfigError::StagingTooSmall);
+        }
+        let qpn_ds = QpnDs::new()
+            .with_qpn_checked(config.qpn)
+            .map_err(|()| SqConfigError::BadQpn)?;
+        if config.eth_min_inline != 0
+            && usize::from(config.eth_min_inline) != crate::prm::ETH_L2_INLINE_HEADER_SIZE
+        {
+            return Err(SqConfigError::BadEthMinInline);
+        }
+        if raw.bf_buf_size % SEND_WQE_BB as u32 != 0 {
+            return Err(SqConfigError::BadBlueFlameSize);
+        }
+        let buf_size = raw.bf_buf_size as usize;
+        let reg_size = core::cmp::max(2 * buf_size, 8);
+        // SAFETY: the caller promises `ring_len` bytes at `raw.buf`, valid
+        // for reads and writes and written by nothing else for `'a`.
+        let ring = unsafe { RingBuf::new(raw.buf.as_ptr(), ring_len) }
+            .ok_or(SqConfigError::BadWqeCount)?;
+        // SAFETY: the caller promises `reg_size` bytes of register at
+        // `raw.bf_reg`, 8-byte aligned, valid for volatile 8-byte writes and
+        // used by no one else for `'a` (`Register::new`'s contract).
+        let reg = unsafe { Register::new(raw.bf_reg, reg_size) };
+        let offset = if config.start_bf_second_half {
+            buf_size
+        } else {
+            0
+        };
+        let signal_every = if config.signal_every == u32::MAX {
+            raw.wqe_cnt / 2
+        } else {
+            config.signal_every
+        };
+        let lim = Limits {
+            qp_type: config.qp_type,
+            qpn_ds,
+            max_inline: config.max_inline_data,
+            max_sge: config.max_sge,
+            sig_bits: if config.sig_all {
+                WQE_CTRL_CQ_UPDATE
+            } else {
+                0
+            },
+            atomics: config.atomics,
+            raw_csum: config.raw_csum,
+            eth_min_inline: config.eth_min_inline,
+            max_tso_header: config.max_tso_header,
+            max_tso: config.max_tso,
+            signal_every,
+        };
+        Ok(Self {
+            ring,
+            size,
+            pi: config.start_pi,
+            ci: config.start_pi,
+            fm_cache: 0,
+            unsignaled: 0,
+            lim,
+            shadow,
+            staging,
+            db: Doorbell::new(raw.dbrec, reg, buf_size, offset),
+            _policy: PhantomData,
+        })
+    }
+
+    /// Starts a posting batch (`ibv_wr_start`). Nothing reaches the device
+    /// until [`Batch::complete`]; dropping the batch aborts it.
+    #[inline]
+    pub fn start(&mut self) -> Batch<'_, 'a, P> {
+        Batch::new(self)
+    }
+
+    /// The QP type.
+    pub fn qp_type(&self) -> QpType {
+        self.lim.qp_type
+    }
+
+    /// Number of WQEBBs in the ring.
+    pub fn wqe_cnt(&self) -> u32 {
+        self.size.entries()
+    }
+
+    /// The free-running producer counter (next WQEBB to post; the doorbell
+    /// record holds its low 16 bits).
+    pub fn producer(&self) -> u32 {
+        self.pi
+    }
+
+    /// The free-running consumer counter (first WQEBB not yet retired).
+    pub fn consumer(&self) -> u32 {
+        self.ci
+    }
+
+    /// WQEBBs posted and not yet retired.
+    pub fn outstanding(&self) -> u32 {
+        in_flight(self.pi, self.ci)
+    }
+
+    /// WQEBBs free for posting.
+    pub fn free_wqebbs(&self) -> u32 {
+        self.size.entries().saturating_sub(self.outstanding())
+    }
+
+    /// Byte offset, within the BlueFlame register, of the half the next
+    /// doorbell writes (rdma-core `bf->offset`).
+    pub fn bf_offset(&self) -> usize {
+        self.db.offset()
+    }
+
+    /// The fence the next WQE inherits (rdma-core `fm_cache`).
+    pub fn fm_cache(&self) -> u8 {
+        self.fm_cache
+    }
+
+    /// The shadow entry of ring slot `slot` (`None` past the ring).
+    pub fn shadow(&self, slot: usize) -> Option<&SqShadowEntry> {
+        if slot < self.size.entries() as usize {
+            self.shadow.get(slot)
+        } else {
+            None
+        }
+    }
+
+    /// Checks a requester completion's `wqe_counter` against the shadow and
+    /// returns the WQEBB offset (from the consumer) of the WQE it names and
+    /// that WQE's shadow entry.
+    fn check_counter(&self, wqe_counter: u16) -> Result<(u32, SqShadowEntry), RetireError> {
+        let dist = u32::from(wqe_counter.wrapping_sub(self.ci as u16));
+        let flight = self.outstanding();
+        if dist >= flight {
+            return Err(RetireError::NotInFlight { wqe_counter });
+        }
+        let slot = self.size.slot(self.ci.wrapping_add(dist));
+        let entry = match self.shadow.get(slot) {
+            Some(e) => *e,
+            None => return Err(RetireError::NotInFlight { wqe_counter }),
+        };
+        // Every slot in flight was written by this pass's posts: a non-zero
+        // size marks a real WQE start (middles are written with 0).
+        if entry.wqebbs == 0
+            || entry.index != wqe_counter
+            || dist + u32::from(entry.wqebbs) > flight
+        {
+            return Err(RetireError::NotWqeStart { wqe_counter });
+        }
+        Ok((dist, entry))
+    }
+
+    /// Retires the WQE a requester completion names (its `wqe_counter`)
+    /// and every WQE before it, returning their WQEBBs. O(1).
+    pub fn retire(&mut self, wqe_counter: u16) -> Result<Retired, RetireError> {
+        let (dist, entry) = self.check_counter(wqe_counter)?;
+        let freed = dist + u32::from(entry.wqebbs);
+        self.ci = self.ci.wrapping_add(freed);
+        Ok(Retired {
+            wr_id: entry.wr_id,
+            wqebbs: freed,
+        })
+    }
+
+    /// Like [`SendQueue::retire`], and calls `f` for every retired work
+    /// request, oldest first.
+    pub fn retire_each(
+        &mut self,
+        wqe_counter: u16,
+        mut f: impl FnMut(RetiredWr),
+    ) -> Result<Retired, RetireError> {
+        let (dist, entry) = self.check_counter(wqe_counter)?;
+        let end = self.ci.wrapping_add(dist);
+        let mut at = self.ci;
+        while at != end {
+            let e = match self.shadow.get(self.size.slot(at)) {
+                Some(e) if e.wqebbs != 0 && in_flight(end, at) >= u32::from(e.wqebbs) => *e,
+                // Cannot happen with a consistent shadow; stop rather than
+                // report garbage (the counter itself was valid).
+                _ => break,
+            };
+            f(RetiredWr {
+                wr_id: e.wr_id,
+                signaled: e.signaled(),
+                last: false,
+            });
+            at = at.wrapping_add(u32::from(e.wqebbs));
+        }
+        f(RetiredWr {
+            wr_id: entry.wr_id,
+            signaled: entry.signaled(),
+            last: true,
+        });
+        let freed = dist + u32::from(entry.wqebbs);
+        self.ci = self.ci.wrapping_add(freed);
+        Ok(Retired {
+            wr_id: entry.wr_id,
+            wqebbs: freed,
+        })
+    }
+}

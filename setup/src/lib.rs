@@ -1,1 +1,8 @@
 //! `mlx5dp-setup`: where the rings of `mlx5dp` come from, and the `mlx5dp` tool.
+//!
+//! - [`hexdump`]: reading kernel, rdma-core and plain hex dumps back into bytes.
+//! - [`decode`]: `mlx5dp decode`: CQEs, WQEs and mini-CQEs as fields or JSON,
+//!   and the record format of `hw-traces/`.
+
+pub mod decode;
+pub mod hexdump;

@@ -1,2 +1,41 @@
-//! The `mlx5dp` command-line tool.
-fn main() {}
+//! The `mlx5dp` command-line tool: a thin dispatcher. Each subcommand's
+//! arguments and behaviour live in the library (`mlx5dp_setup::…::cli`), so
+//! they can be tested without spawning the binary.
+
+use clap::{Parser, Subcommand};
+use mlx5dp_setup::decode::cli as decode_cli;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// mlx5dp: a kernel-bypass data path for NVIDIA/Mellanox ConnectX (mlx5) NICs.
+#[derive(Debug, Parser)]
+#[command(name = "mlx5dp", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decode CQE, WQE or mini-CQE bytes from a kernel, rdma-core or DPDK dump.
+    Decode(decode_cli::DecodeArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Decode(args) => decode_cli::run(args, &mut std::io::stdin().lock())
+            .map_err(|e| (e.exit_code(), e.to_string())),
+    };
+    match result {
+        Ok(text) => {
+            // A closed pipe (`| head`) is not an error worth reporting.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err((code, message)) => {
+            eprintln!("mlx5dp: {message}");
+            ExitCode::from(code)
+        }
+    }
+}

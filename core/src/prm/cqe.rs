@@ -229,6 +229,16 @@ impl Cqe64 {
         SendOpcode::from_raw(self.sop_drop_qpn.sop())
     }
 
+    /// `byte_cnt` (bytes 44–47) read as a striding-RQ byte count.
+    pub fn mprq_byte_cnt(&self) -> MprqByteCnt {
+        MprqByteCnt::from_bits(self.byte_cnt.get())
+    }
+
+    /// Writes `byte_cnt` (bytes 44–47) as a striding-RQ byte count.
+    pub fn set_mprq_byte_cnt(&mut self, v: MprqByteCnt) {
+        self.byte_cnt.set(v.into_bits());
+    }
+
     /// The same 64 bytes viewed as an error CQE.
     pub fn as_err(&self) -> &ErrCqe {
         zerocopy::transmute_ref!(self)
@@ -392,13 +402,13 @@ wire_struct! {
 
 wire_struct! {
     /// Mini-CQE, L34H_STRIDX format (PRM value 4: `res_format` 0 with the
-    /// `ext` bit). Byte 1 carries CQE byte 29 (`l4_l3_hdr_type`), byte 0 is
-    /// reserved (DPDK `struct mlx5_mini_cqe8`: `reserved`, `hdr_type`).
+    /// `ext` bit). Byte 0 carries CQE byte 29 (`l4_l3_hdr_type`), byte 1 is
+    /// reserved (DPDK `struct mlx5_mini_cqe8` @38f72e50: `hdr_type`, `reserved`).
     pub struct MiniCqeL34hStridx(8) {
-        /// Reserved.
-        pub rsvd: u8,
         /// L3/L4 header types and VLAN-stripped bit, as CQE byte 29.
         pub hdr_type: L4L3HdrType,
+        /// Reserved.
+        pub rsvd: u8,
         /// Stride index.
         pub stride_idx: Be16,
         /// Byte count.

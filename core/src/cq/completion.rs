@@ -1,0 +1,529 @@
+//! The current completion: a decoded copy of one CQE (or of a compressed
+//! session's title with one mini-CQE applied), with lazy accessors modelled
+//! on `ibv_cq_ex`'s `read_*` functions, and the all-at-once [`Wc`] value.
+//!
+//! Every accessor reads the private copy, never device memory. Values of
+//! accessors that are meaningless for the completion type are what libmlx5
+//! returns for them (the raw CQE field), as rdma-core 44 does.
+#![forbid(unsafe_code)]
+
+use crate::prm::{
+    Cqe64, CqeFormat, CqeOpcode, L3HdrType, L4HdrType, MprqByteCnt, SendOpcode, Syndrome, WcStatus,
+    FLOW_TAG_MASK,
+};
+
+/// `enum ibv_wc_opcode` (libibverbs `verbs.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum WcOpcode {
+    /// `IBV_WC_SEND`.
+    Send = 0,
+    /// `IBV_WC_RDMA_WRITE`.
+    RdmaWrite = 1,
+    /// `IBV_WC_RDMA_READ`.
+    RdmaRead = 2,
+    /// `IBV_WC_COMP_SWAP`.
+    CompSwap = 3,
+    /// `IBV_WC_FETCH_ADD`.
+    FetchAdd = 4,
+    /// `IBV_WC_BIND_MW`.
+    BindMw = 5,
+    /// `IBV_WC_LOCAL_INV`.
+    LocalInv = 6,
+    /// `IBV_WC_TSO`.
+    Tso = 7,
+    /// `IBV_WC_FLUSH`.
+    Flush = 8,
+    /// `IBV_WC_ATOMIC_WRITE`.
+    AtomicWrite = 9,
+    /// `IBV_WC_RECV`.
+    Recv = 128,
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`.
+    RecvRdmaWithImm = 129,
+    /// `IBV_WC_TM_ADD`.
+    TmAdd = 130,
+    /// `IBV_WC_TM_DEL`.
+    TmDel = 131,
+    /// `IBV_WC_TM_SYNC`.
+    TmSync = 132,
+    /// `IBV_WC_TM_RECV`.
+    TmRecv = 133,
+    /// `IBV_WC_TM_NO_TAG`.
+    TmNoTag = 134,
+    /// `IBV_WC_DRIVER1` (UMR and friends in libmlx5).
+    Driver1 = 135,
+    /// `IBV_WC_DRIVER2` (raw WQE).
+    Driver2 = 136,
+    /// `IBV_WC_DRIVER3`.
+    Driver3 = 137,
+}
+
+impl WcOpcode {
+    /// The raw `ibv_wc_opcode` value.
+    pub const fn raw(self) -> u32 {
+        self as u32
+    }
+
+    /// The requester opcode libmlx5 derives from the CQE's send opcode
+    /// (`handle_good_req`, `mlx5_cq_read_wc_opcode`); `None` for the send
+    /// opcodes whose completion opcode was recorded at post time (NOP, UMR,
+    /// SET_PSV, MMO) and for unknown ones.
+    pub const fn from_send_opcode(op: SendOpcode) -> Option<Self> {
+        match op {
+            SendOpcode::RdmaWrite | SendOpcode::RdmaWriteImm => Some(Self::RdmaWrite),
+            SendOpcode::Send | SendOpcode::SendImm | SendOpcode::SendInval => Some(Self::Send),
+            SendOpcode::RdmaRead => Some(Self::RdmaRead),
+            SendOpcode::AtomicCs => Some(Self::CompSwap),
+            SendOpcode::AtomicFa => Some(Self::FetchAdd),
+            SendOpcode::Tso => Some(Self::Tso),
+            _ => None,
+        }
+    }
+}
+
+/// `ibv_wc_flags` bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WcFlags(pub u32);
+
+impl WcFlags {
+    /// `IBV_WC_GRH`: a GRH is present (in the buffer or the CQE).
+    pub const GRH: u32 = 1 << 0;
+    /// `IBV_WC_WITH_IMM`: immediate data is valid.
+    pub const WITH_IMM: u32 = 1 << 1;
+    /// `IBV_WC_IP_CSUM_OK`: IPv4 header and L4 checksums verified.
+    pub const IP_CSUM_OK: u32 = 1 << 2;
+    /// `IBV_WC_WITH_INV`: an rkey was invalidated.
+    pub const WITH_INV: u32 = 1 << 3;
+
+    /// Whether every bit of `mask` is set.
+    pub const fn contains(self, mask: u32) -> bool {
+        self.0 & mask == mask
+    }
+}
+
+/// How the CQ's timestamps are encoded (PRM-FACTS §12, §15.7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampFormat {
+    /// Free-running HCA core clock ticks; `hca_core_clock_khz` from
+    /// `ibv_query_device_ex` (`hca_core_clock`, in kHz).
+    FreeRunning {
+        /// HCA core clock frequency in kHz (non-zero).
+        hca_core_clock_khz: u64,
+    },
+    /// Real-time: bits [63:32] seconds, [31:0] nanoseconds (DPDK
+    /// `mlx5_txpp_convert_rx_ts`; rdma-core returns such values raw).
+    RealTime,
+}
+
+impl TimestampFormat {
+    /// Converts a raw CQE timestamp to nanoseconds (saturating; `None` for
+    /// a free-running clock of 0 kHz).
+    pub fn to_ns(self, raw: u64) -> Option<u64> {
+        match self {
+            Self::FreeRunning {
+                hca_core_clock_khz: 0,
+            } => None,
+            Self::FreeRunning { hca_core_clock_khz } => {
+                let ns = u128::from(raw) * 1_000_000 / u128::from(hca_core_clock_khz);
+                Some(u64::try_from(ns).unwrap_or(u64::MAX))
+            }
+            Self::RealTime => {
+                let secs = raw >> 32;
+                let nsecs = raw & 0xffff_ffff;
+                Some(secs.saturating_mul(1_000_000_000).saturating_add(nsecs))
+            }
+        }
+    }
+}
+
+/// Where a completion came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A regular CQE.
+    Regular,
+    /// A mini-CQE of a compressed session (title fields inherited).
+    Mini,
+}
+
+/// The current completion (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct Completion {
+    pub(crate) cqe: Cqe64,
+    pub(crate) inline: [u8; 64],
+    pub(crate) wr_id: u64,
+    pub(crate) status: WcStatus,
+    pub(crate) wr_opcode: Option<WcOpcode>,
+    pub(crate) rx_csum_valid: bool,
+    pub(crate) origin: Origin,
+    pub(crate) striding: bool,
+}
+
+impl Completion {
+    pub(crate) fn empty() -> Self {
+        Self {
+            cqe: Cqe64::default(),
+            inline: [0; 64],
+            wr_id: 0,
+            status: WcStatus::Success,
+            wr_opcode: None,
+            rx_csum_valid: false,
+            origin: Origin::Regular,
+            striding: false,
+        }
+    }
+
+    /// The decoded copy of the CQE (for a mini-CQE: the title with the
+    /// mini's fields applied and the format cleared).
+    pub fn cqe(&self) -> &Cqe64 {
+        &self.cqe
+    }
+
+    /// Whether this completion was unpacked from a compressed session.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// The work request id (from the send or receive queue's shadow).
+    pub fn wr_id(&self) -> u64 {
+        self.wr_id
+    }
+
+    /// The completion status (`ibv_wc_status`).
+    pub fn status(&self) -> WcStatus {
+        self.status
+    }
+
+    /// Whether this is an error completion (`REQ_ERR`/`RESP_ERR`).
+    pub fn is_error(&self) -> bool {
+        self.cqe.is_error()
+    }
+
+    /// The CQE opcode (`op_own[7:4]`).
+    pub fn cqe_opcode(&self) -> CqeOpcode {
+        self.cqe.opcode()
+    }
+
+    /// The error syndrome of an error completion.
+    pub fn syndrome(&self) -> Option<Syndrome> {
+        self.is_error().then(|| self.cqe.as_err().syndrome())
+    }
+
+    /// `read_vendor_err`: the vendor syndrome byte (CQE byte 54), whatever
+    /// the completion type, as libmlx5 returns it.
+    pub fn vendor_err(&self) -> u32 {
+        u32::from(self.cqe.as_err().vendor_err_synd)
+    }
+
+    /// `read_opcode` (libmlx5 `mlx5_cq_read_wc_opcode`): 0 (`IBV_WC_SEND`)
+    /// for opcodes it does not map, as libmlx5 does.
+    pub fn opcode(&self) -> WcOpcode {
+        match self.cqe.opcode() {
+            CqeOpcode::RespWrImm => WcOpcode::RecvRdmaWithImm,
+            CqeOpcode::RespSend | CqeOpcode::RespSendImm | CqeOpcode::RespSendInv => WcOpcode::Recv,
+            CqeOpcode::Req => WcOpcode::from_send_opcode(self.cqe.send_opcode())
+                .or(self.wr_opcode)
+                .unwrap_or(WcOpcode::Send),
+            _ => WcOpcode::Send,
+        }
+    }
+
+    /// `read_wc_flags` (libmlx5 `mlx5_cq_read_wc_flags`): checksum-OK when
+    /// the receive queue validates checksums, immediate/invalidate by CQE
+    /// opcode, GRH from `flags_rqpn[29:28]`.
+    pub fn wc_flags(&self) -> WcFlags {
+        let mut flags = 0;
+        if self.rx_csum_valid && self.ip_csum_ok() {
+            flags |= WcFlags::IP_CSUM_OK;
+        }
+        match self.cqe.opcode() {
+            CqeOpcode::RespWrImm | CqeOpcode::RespSendImm => flags |= WcFlags::WITH_IMM,
+            CqeOpcode::RespSendInv => flags |= WcFlags::WITH_INV,
+            _ => {}
+        }
+        if self.cqe.flags_rqpn.grh() != 0 {
+            flags |= WcFlags::GRH;
+        }
+        WcFlags(flags)
+    }
+
+    /// libmlx5 `get_csum_ok`: L3 and L4 OK on an IPv4 packet.
+    pub fn ip_csum_ok(&self) -> bool {
+        self.l3_ok() && self.l4_ok() && self.l3_hdr_type() == L3HdrType::Ipv4
+    }
+
+    /// `read_byte_len`: the CQE byte count as is (for a striding RQ use
+    /// [`Self::mprq_byte_cnt`]).
+    pub fn byte_len(&self) -> u32 {
+        self.cqe.byte_cnt.get()
+    }
+
+    /// `read_imm_data` as libmlx5 returns it, decoded from big endian: the
+    /// immediate as sent; for SEND_INV the invalidated rkey byte-swapped
+    /// (libmlx5 hands the host-order rkey back through a `__be32`).
+    pub fn imm_data(&self) -> u32 {
+        let raw = self.cqe.imm_inval_pkey.get();
+        if self.cqe.opcode() == CqeOpcode::RespSendInv {
+            raw.swap_bytes()
+        } else {
+            raw
+        }
+    }
+
+    /// The immediate data of a `*_WITH_IMM` completion.
+    pub fn immediate(&self) -> Option<u32> {
+        matches!(
+            self.cqe.opcode(),
+            CqeOpcode::RespWrImm | CqeOpcode::RespSendImm
+        )
+        .then(|| self.cqe.imm_inval_pkey.get())
+    }
+
+    /// The invalidated rkey of a SEND_WITH_INV completion
+    /// (`ibv_wc_read_invalidated_rkey`).
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        (self.cqe.opcode() == CqeOpcode::RespSendInv).then(|| self.cqe.imm_inval_pkey.get())
+    }
+
+    /// The P_Key index (UD; `imm_inval_pkey[15:0]`).
+    pub fn pkey_index(&self) -> u16 {
+        self.cqe.imm_inval_pkey.get() as u16
+    }
+
+    /// `read_qp_num`: `sop_drop_qpn[23:0]`.
+    pub fn qp_num(&self) -> u32 {
+        self.cqe.sop_drop_qpn.qpn()
+    }
+
+    /// `read_src_qp`: `flags_rqpn[23:0]`.
+    pub fn src_qp(&self) -> u32 {
+        self.cqe.flags_rqpn.rqpn()
+    }
+
+    /// `read_slid`.
+    pub fn slid(&self) -> u16 {
+        self.cqe.slid.get()
+    }
+
+    /// `read_sl`: `flags_rqpn[27:24]`.
+    pub fn sl(&self) -> u8 {
+        self.cqe.flags_rqpn.sl()
+    }
+
+    /// `read_dlid_path_bits`: `ml_path[6:0]`.
+    pub fn dlid_path_bits(&self) -> u8 {
+        self.cqe.ml_path & 0x7f
+    }
+
+    /// `read_completion_ts`: the raw 64-bit timestamp.
+    pub fn timestamp_raw(&self) -> u64 {
+        self.cqe.timestamp.get()
+    }
+
+    /// The timestamp in nanoseconds, for the CQ's clock format.
+    pub fn timestamp_ns(&self, format: TimestampFormat) -> Option<u64> {
+        format.to_ns(self.timestamp_raw())
+    }
+
+    /// `read_cvlan`: the stripped VLAN TCI field (whatever the strip bit).
+    pub fn cvlan(&self) -> u16 {
+        self.cqe.vlan_info.get()
+    }
+
+    /// The stripped VLAN TCI, if a C-VLAN tag was stripped.
+    pub fn vlan(&self) -> Option<u16> {
+        self.cqe
+            .l4_l3_hdr_type
+            .cvlan_stripped()
+            .then(|| self.cqe.vlan_info.get())
+    }
+
+    /// `read_flow_tag`: `sop_drop_qpn & MLX5_FLOW_TAG_MASK`.
+    pub fn flow_tag(&self) -> u32 {
+        self.cqe.sop_drop_qpn.into_bits().get() & FLOW_TAG_MASK
+    }
+
+    /// The RSS (Toeplitz) hash result.
+    pub fn rss_hash(&self) -> u32 {
+        self.cqe.rss_hash_result.get()
+    }
+
+    /// The RSS hash type byte.
+    pub fn rss_hash_type(&self) -> u8 {
+        self.cqe.rss_hash_type
+    }
+
+    /// The L4 checksum field (Ethernet).
+    pub fn checksum(&self) -> u16 {
+        self.cqe.check_sum.get()
+    }
+
+    /// L3 header type.
+    pub fn l3_hdr_type(&self) -> L3HdrType {
+        self.cqe.l3_hdr_type()
+    }
+
+    /// L4 header type.
+    pub fn l4_hdr_type(&self) -> L4HdrType {
+        self.cqe.l4_hdr_type()
+    }
+
+    /// IP fragment bit.
+    pub fn ip_frag(&self) -> bool {
+        self.cqe.l4_l3_hdr_type.ip_frag()
+    }
+
+    /// L2 header OK.
+    pub fn l2_ok(&self) -> bool {
+        self.cqe.hds_ip_ext.l2_ok()
+    }
+
+    /// L3 (IP header) checksum OK.
+    pub fn l3_ok(&self) -> bool {
+        self.cqe.hds_ip_ext.l3_ok()
+    }
+
+    /// L4 checksum OK.
+    pub fn l4_ok(&self) -> bool {
+        self.cqe.hds_ip_ext.l4_ok()
+    }
+
+    /// The CQE `wqe_counter` (for a mini-CQE: as reconstructed).
+    pub fn wqe_counter(&self) -> u16 {
+        self.cqe.wqe_counter.get()
+    }
+
+    /// Striding RQ: the byte count word decoded.
+    pub fn mprq_byte_cnt(&self) -> MprqByteCnt {
+        MprqByteCnt::from_bits(self.cqe.byte_cnt.get())
+    }
+
+    /// Striding RQ: index of the first stride of the packet.
+    pub fn stride_index(&self) -> Option<u16> {
+        self.striding.then(|| self.cqe.wqe_counter.get())
+    }
+
+    /// Striding RQ: strides consumed by the packet.
+    pub fn consumed_strides(&self) -> Option<u16> {
+        self.striding.then(|| self.mprq_byte_cnt().strides())
+    }
+
+    /// The packet length: the byte count, or its low 16 bits on a striding RQ.
+    pub fn packet_len(&self) -> u32 {
+        if self.striding {
+            u32::from(self.mprq_byte_cnt().byte_cnt())
+        } else {
+            self.byte_len()
+        }
+    }
+
+    /// Data scattered into the CQE (`MLX5_INLINE_SCATTER_32/64`): the first
+    /// `min(byte_len, 32)` bytes of a 64-byte CQE or `min(byte_len, 64)`
+    /// bytes of the first half of a 128-byte slot.
+    pub fn inline_data(&self) -> Option<&[u8]> {
+        let len = self.byte_len() as usize;
+        match self.cqe.format() {
+            CqeFormat::InlineScatter32 => {
+                let bytes: &[u8; 64] = zerocopy::transmute_ref!(&self.cqe);
+                bytes.get(..len.min(32))
+            }
+            CqeFormat::InlineScatter64 => self.inline.get(..len.min(64)),
+            _ => None,
+        }
+    }
+
+    /// All fields at once, as `ibv_poll_cq` (libmlx5 `mlx5_parse_cqe`,
+    /// non-lazy) fills `struct ibv_wc`. Fields libmlx5 leaves unwritten
+    /// are 0.
+    pub fn to_wc(&self) -> Wc {
+        let mut wc = Wc {
+            wr_id: self.wr_id,
+            status: self.status,
+            qp_num: self.qp_num(),
+            ..Wc::default()
+        };
+        match self.cqe.opcode() {
+            CqeOpcode::Req => {
+                let sop = self.cqe.send_opcode();
+                if matches!(sop, SendOpcode::RdmaWriteImm | SendOpcode::SendImm) {
+                    wc.wc_flags = WcFlags(WcFlags::WITH_IMM);
+                }
+                wc.opcode = WcOpcode::from_send_opcode(sop).or(self.wr_opcode);
+                wc.byte_len = match sop {
+                    SendOpcode::RdmaRead => self.byte_len(),
+                    SendOpcode::AtomicCs | SendOpcode::AtomicFa => 8,
+                    _ => 0,
+                };
+            }
+            CqeOpcode::RespWrImm
+            | CqeOpcode::RespSend
+            | CqeOpcode::RespSendImm
+            | CqeOpcode::RespSendInv => {
+                wc.opcode = Some(self.opcode());
+                wc.byte_len = self.byte_len();
+                wc.imm_data = self.imm_data();
+                wc.wc_flags = self.wc_flags();
+                wc.src_qp = self.src_qp();
+                wc.pkey_index = self.pkey_index();
+                wc.slid = self.slid();
+                wc.sl = self.sl();
+                wc.dlid_path_bits = self.dlid_path_bits();
+            }
+            CqeOpcode::ReqErr | CqeOpcode::RespErr => {
+                wc.vendor_err = self.vendor_err();
+            }
+            _ => {}
+        }
+        wc
+    }
+}
+
+/// A plain `struct ibv_wc`-like value, for users who want every field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wc {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `status`.
+    pub status: WcStatus,
+    /// `opcode` (`None` where libmlx5 leaves it unwritten: error CQEs).
+    pub opcode: Option<WcOpcode>,
+    /// `vendor_err` (error completions).
+    pub vendor_err: u32,
+    /// `byte_len`.
+    pub byte_len: u32,
+    /// `imm_data` decoded from big endian (see [`Completion::imm_data`]).
+    pub imm_data: u32,
+    /// `qp_num`.
+    pub qp_num: u32,
+    /// `src_qp`.
+    pub src_qp: u32,
+    /// `wc_flags`.
+    pub wc_flags: WcFlags,
+    /// `pkey_index`.
+    pub pkey_index: u16,
+    /// `slid`.
+    pub slid: u16,
+    /// `sl`.
+    pub sl: u8,
+    /// `dlid_path_bits`.
+    pub dlid_path_bits: u8,
+}
+
+impl Default for Wc {
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: None,
+            vendor_err: 0,
+            byte_len: 0,
+            imm_data: 0,
+            qp_num: 0,
+            src_qp: 0,
+            wc_flags: WcFlags(0),
+            pkey_index: 0,
+            slid: 0,
+            sl: 0,
+            dlid_path_bits: 0,
+        }
+    }
+}

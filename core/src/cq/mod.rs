@@ -1,0 +1,899 @@
+//! The completion queue (DESIGN `cq`; PRM-FACTS §9–§12).
+//!
+//! A [`Cq`] is built once from the raw parts `mlx5dp-setup` extracted (CQE
+//! buffer, CQE count and size, doorbell record, UAR page, CQN); everything
+//! after that unsafe constructor is safe. Polling follows STYLE point 8: read
+//! the ownership byte once, issue the from-device barrier, copy the entry
+//! out once and decode the copy; device-reported indices are checked before
+//! use (session lengths here, `wqe_counter` by the owning work queue through
+//! [`WorkQueues`]).
+//!
+//! The batch API mirrors `ibv_cq_ex`: [`Cq::start_poll`] positions a
+//! [`PollBatch`] on the first completion, [`PollBatch::next_poll`] advances,
+//! [`PollBatch::end_poll`] (or drop) writes the consumer-index doorbell
+//! record once. [`Cq::poll_wc`] is the `ibv_poll_cq` equivalent.
+//! Compressed sessions (both layouts, every mini format) are unpacked
+//! transparently by the scalar reference in [`zip`].
+//!
+//! Panic policy: nothing here panics on device data; malformed input is a
+//! [`PollError`].
+
+mod completion;
+mod mem;
+pub mod zip;
+
+pub use completion::{Completion, Origin, TimestampFormat, Wc, WcFlags, WcOpcode};
+pub use zip::{Layout, MiniView};
+
+use crate::barrier;
+use crate::index::RingSize;
+use crate::mmio::Register;
+use crate::prm::{
+    cq_arm_doorbell, CqArmWord, Cqe64, CqeFormat, CqeOpcode, MiniCqe, MiniCqeArray, MiniCqeFormat,
+    MprqByteCnt, OpOwn, Syndrome, WcStatus, CQE_INVALIDATE, CQ_DB_REQ_NOT, CQ_DB_REQ_NOT_SOL,
+    ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE, UAR_CQ_DOORBELL_OFFSET,
+};
+use core::ptr::NonNull;
+use mem::{CqRing, DbRec};
+use zip::Session;
+
+/// CQE size (`cqe_sz`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqeSize {
+    /// 64-byte CQEs.
+    B64,
+    /// 128-byte CQEs (the CQE proper in the second half).
+    B128,
+}
+
+impl CqeSize {
+    /// Bytes per slot.
+    pub const fn bytes(self) -> usize {
+        match self {
+            Self::B64 => 64,
+            Self::B128 => 128,
+        }
+    }
+
+    const fn log2(self) -> u8 {
+        match self {
+            Self::B64 => 6,
+            Self::B128 => 7,
+        }
+    }
+}
+
+/// The raw parts of a CQ, as `mlx5dv_init_obj` (`struct mlx5dv_cq`) or the
+/// emulated device hands them over.
+#[derive(Clone, Copy, Debug)]
+pub struct CqParts {
+    /// CQE buffer (`mlx5dv_cq.buf`): `cqe_cnt * cqe_size` bytes.
+    pub buf: NonNull<u8>,
+    /// Number of CQEs (`mlx5dv_cq.cqe_cnt`), a power of two.
+    pub cqe_cnt: u32,
+    /// CQE size (`mlx5dv_cq.cqe_size`).
+    pub cqe_size: CqeSize,
+    /// Doorbell record (`mlx5dv_cq.dbrec`): two big-endian words, 4-byte aligned.
+    pub dbrec: NonNull<u32>,
+    /// Base of the UAR page (`mlx5dv_cq.cq_uar`) for arming; `None` for a
+    /// CQ that is never armed. The doorbell is at offset 0x20.
+    pub uar: Option<NonNull<u8>>,
+    /// CQ number (`mlx5dv_cq.cqn`, 24 bits).
+    pub cqn: u32,
+}
+
+/// Receive-side and compression configuration of a CQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqConfig {
+    /// Compression: `None` if off, else the layout and the responder
+    /// mini-CQE format.
+    pub compression: Option<(Layout, MiniCqeFormat)>,
+    /// Responder completions come from a striding RQ (`byte_cnt` carries
+    /// strides, `wqe_counter` is the stride index).
+    pub striding_rq: bool,
+    /// Timestamp format of the CQ.
+    pub timestamp: TimestampFormat,
+}
+
+impl Default for CqConfig {
+    fn default() -> Self {
+        Self {
+            compression: None,
+            striding_rq: false,
+            timestamp: TimestampFormat::RealTime,
+        }
+    }
+}
+
+/// Why [`Cq::from_raw_parts`] refused the parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CqInitError {
+    /// The CQE count is not a power of two (or is zero).
+    CqeCountNotPowerOfTwo(u32),
+    /// The CQE count exceeds 2^23 (the 24-bit consumer index must span
+    /// at least two passes).
+    CqeCountTooLarge(u32),
+    /// The doorbell record is not 4-byte aligned.
+    MisalignedDbrec,
+    /// The UAR page is not 8-byte aligned.
+    MisalignedUar,
+    /// The CQN does not fit in 24 bits.
+    CqnTooLarge(u32),
+}
+
+/// Identifies the work queue a CQE belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WqRef {
+    /// `sop_drop_qpn[23:0]`: QP/SQ number (Ethernet RQ: the flow tag).
+    pub qpn: u32,
+    /// `srqn_uidx[23:0]`: SRQ number, or the user index (CQE version 1).
+    pub srqn_uidx: u32,
+}
+
+/// A striding-RQ completion as the receive queue must account for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StrideCompletion {
+    /// WQE index from the CQE (`wqe_id`; for minis the title's).
+    pub wqe_id: u16,
+    /// First stride of the packet.
+    pub stride_index: u16,
+    /// Strides consumed.
+    pub strides: u16,
+    /// Filler CQE: strides skipped, no packet.
+    pub filler: bool,
+}
+
+/// What the send queue reports when it retires WQEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendRetired {
+    /// wr_id of the WQE the CQE names.
+    pub wr_id: u64,
+    /// The completion opcode recorded at post time, for send opcodes the CQE
+    /// cannot name (NOP, UMR, SET_PSV, MMO: libmlx5 `wr_data`).
+    pub wr_opcode: Option<WcOpcode>,
+}
+
+/// What a receive queue reports when it retires a receive WQE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvRetired {
+    /// wr_id of the receive WQE.
+    pub wr_id: u64,
+    /// The QP validates receive checksums (libmlx5 `MLX5_RX_CSUM_VALID`):
+    /// enables `IBV_WC_IP_CSUM_OK`.
+    pub rx_csum_valid: bool,
+}
+
+/// Why a work queue refused a device-reported index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LookupError {
+    /// No queue with this QPN / SRQN / user index is attached.
+    UnknownQueue,
+    /// The index does not name a WQE in flight.
+    NotInFlight,
+    /// The queue cannot take this kind of completion.
+    Unsupported,
+}
+
+/// The work queues behind a CQ: they map device-reported indices to wr_ids
+/// through their private shadows, validating them first.
+pub trait WorkQueues {
+    /// Requester completion: retire the send WQE whose first WQEBB index is
+    /// `wqe_counter` and every unsignalled WQE before it; `status` is not
+    /// success for error and flush completions (the queue enters its error
+    /// state).
+    fn retire_send(
+        &mut self,
+        wq: WqRef,
+        wqe_counter: u16,
+        status: WcStatus,
+    ) -> Result<SendRetired, LookupError>;
+
+    /// Responder completion on a cyclic RQ or SRQ: retire the receive WQE
+    /// `wqe_counter` (SRQ: its index).
+    fn retire_recv(
+        &mut self,
+        wq: WqRef,
+        wqe_counter: u16,
+        status: WcStatus,
+    ) -> Result<RecvRetired, LookupError>;
+
+    /// Responder completion on a striding RQ.
+    fn retire_strides(
+        &mut self,
+        wq: WqRef,
+        completion: StrideCompletion,
+        status: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        let _ = (wq, completion, status);
+        Err(LookupError::Unsupported)
+    }
+}
+
+/// A [`WorkQueues`] without shadows: wr_id is the reported `wqe_counter`
+/// (stride index on a striding RQ). For DPDK-style receive paths that track
+/// their own ring, and for tests.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawCounters {
+    /// Report `IBV_WC_IP_CSUM_OK` where libmlx5 would for a checksum-capable QP.
+    pub rx_csum_valid: bool,
+}
+
+impl WorkQueues for RawCounters {
+    fn retire_send(
+        &mut self,
+        _: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<SendRetired, LookupError> {
+        Ok(SendRetired {
+            wr_id: u64::from(wqe_counter),
+            wr_opcode: None,
+        })
+    }
+
+    fn retire_recv(
+        &mut self,
+        _: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        Ok(RecvRetired {
+            wr_id: u64::from(wqe_counter),
+            rx_csum_valid: self.rx_csum_valid,
+        })
+    }
+
+    fn retire_strides(
+        &mut self,
+        _: WqRef,
+        c: StrideCompletion,
+        _: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        Ok(RecvRetired {
+            wr_id: u64::from(c.stride_index),
+            rx_csum_valid: self.rx_csum_valid,
+        })
+    }
+}
+
+/// A decoded error CQE (STYLE point 14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqeError {
+    /// The syndrome.
+    pub syndrome: Syndrome,
+    /// The vendor syndrome (`vendor_err_synd`).
+    pub vendor_syndrome: u8,
+    /// The hardware syndrome (`hw_err_synd`) and its type.
+    pub hw_syndrome: (u8, u8),
+    /// `wqe_counter` of the failed WQE.
+    pub wqe_counter: u16,
+    /// QP number.
+    pub qpn: u32,
+    /// Requester (`REQ_ERR`) or responder (`RESP_ERR`).
+    pub requester: bool,
+}
+
+impl CqeError {
+    /// The `ibv_wc_status` libmlx5 reports.
+    pub fn status(&self) -> WcStatus {
+        self.syndrome.wc_status()
+    }
+
+    /// Whether this is a flush (the queue was already in error).
+    pub fn is_flush(&self) -> bool {
+        self.syndrome == Syndrome::WrFlush
+    }
+}
+
+/// Why polling failed. The offending CQE is consumed, except where noted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollError {
+    /// The work queue refused the CQE's index.
+    Lookup {
+        /// The error.
+        error: LookupError,
+        /// Requester (send queue) or responder.
+        requester: bool,
+        /// Which queue.
+        wq: WqRef,
+        /// The reported `wqe_counter`.
+        wqe_counter: u16,
+    },
+    /// A CQE opcode this CQ does not handle (signature error, tag matching).
+    UnsupportedOpcode {
+        /// The opcode.
+        opcode: CqeOpcode,
+        /// Consumer index of the CQE.
+        ci: u32,
+    },
+    /// A compressed CQE on a CQ created without compression. The CQ is
+    /// broken (its position in the ring is unknown).
+    UnexpectedCompressed {
+        /// Consumer index.
+        ci: u32,
+    },
+    /// A basic-layout title whose mini count is below 2 or beyond the ring;
+    /// the CQ is broken.
+    BadSessionLength {
+        /// Consumer index.
+        ci: u32,
+        /// The count the title reported.
+        count: u32,
+    },
+    /// An enhanced compressed CQE with more than seven minis, or with no
+    /// title CQE before it; the CQ is broken.
+    BadEnhancedBlock {
+        /// Consumer index.
+        ci: u32,
+        /// The count it declared.
+        count: u32,
+    },
+    /// An earlier error left the CQ's position unknown; it must be recreated.
+    Broken,
+}
+
+/// Error state the CQ exposes (item 4 of the issue).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorLog {
+    /// The first non-flush error CQE seen.
+    pub first: Option<CqeError>,
+    /// The last error CQE seen (flushes included).
+    pub last: Option<CqeError>,
+    /// Error CQEs seen (flushes included).
+    pub errors: u64,
+    /// Flush CQEs seen.
+    pub flushes: u64,
+}
+
+/// A completion queue. One owner (`Send`, not `Sync`).
+#[derive(Debug)]
+pub struct Cq {
+    ring: CqRing,
+    dbrec: DbRec,
+    arm_reg: Option<Register>,
+    cqn: u32,
+    size: RingSize,
+    cfg: CqConfig,
+    /// Consumer index: the next slot to poll, or the start of the open
+    /// compressed session (what the doorbell record publishes).
+    ci: u32,
+    arm_sn: u32,
+    session: Option<Session>,
+    /// Enhanced layout: the last regular CQE, title of following minis.
+    title: Option<Cqe64>,
+    /// Running `wqe_counter` for minis without their own index.
+    running: u16,
+    cur: Completion,
+    log: ErrorLog,
+    broken: bool,
+}
+
+impl Cq {
+    /// Builds a CQ from its raw parts. The consumer index starts at
+    /// `ci` (0 for a new CQ).
+    ///
+    /// # Safety
+    /// - `parts.buf` must point to `cqe_cnt * cqe_size` bytes, valid for
+    ///   volatile reads and writes for the life of the `Cq`, written only by
+    ///   the device (and this `Cq`).
+    /// - `parts.dbrec` must be valid for volatile writes of 8 bytes for the
+    ///   life of the `Cq`, and not written by anyone else.
+    /// - `parts.uar`, if given, must map the CQ's UAR page (at least
+    ///   `0x28` bytes) for the life of the `Cq`.
+    pub unsafe fn from_raw_parts(
+        parts: CqParts,
+        cfg: CqConfig,
+        ci: u32,
+    ) -> Result<Self, CqInitError> {
+        let size = RingSize::new(parts.cqe_cnt)
+            .ok_or(CqInitError::CqeCountNotPowerOfTwo(parts.cqe_cnt))?;
+        if size.log2() > 23 {
+            return Err(CqInitError::CqeCountTooLarge(parts.cqe_cnt));
+        }
+        if parts.dbrec.as_ptr() as usize % 4 != 0 {
+            return Err(CqInitError::MisalignedDbrec);
+        }
+        if parts.cqn > 0x00ff_ffff {
+            return Err(CqInitError::CqnTooLarge(parts.cqn));
+        }
+        let arm_reg = match parts.uar {
+            None => None,
+            Some(uar) => {
+                if uar.as_ptr() as usize % 8 != 0 {
+                    return Err(CqInitError::MisalignedUar);
+                }
+                let reg = uar.as_ptr().wrapping_add(UAR_CQ_DOORBELL_OFFSET);
+                let reg = NonNull::new(reg).ok_or(CqInitError::MisalignedUar)?;
+                // SAFETY: the caller guarantees the UAR page is mapped; the
+                // 8-byte register lies at +0x20 inside it and is 8-byte
+                // aligned (checked above), so `Register::new` cannot panic.
+                Some(unsafe { Register::new(reg, 8) })
+            }
+        };
+        // SAFETY: buffer size and validity are the caller's contract; the
+        // count is a power of two (checked above).
+        let ring = unsafe { CqRing::new(parts.buf, parts.cqe_cnt, parts.cqe_size.log2()) };
+        // SAFETY: validity is the caller's contract; alignment checked above.
+        let dbrec = unsafe { DbRec::new(parts.dbrec) };
+        Ok(Self {
+            ring,
+            dbrec,
+            arm_reg,
+            cqn: parts.cqn,
+            size,
+            cfg,
+            ci,
+            arm_sn: 0,
+            session: None,
+            title: None,
+            running: 0,
+            cur: Completion::empty(),
+            log: ErrorLog::default(),
+            broken: false,
+        })
+    }
+
+    /// The consumer index the doorbell record publishes (free-running;
+    /// the record holds its low 24 bits).
+    pub fn consumer_index(&self) -> u32 {
+        self.ci
+    }
+
+    /// CQ number.
+    pub fn cqn(&self) -> u32 {
+        self.cqn
+    }
+
+    /// Configuration.
+    pub fn config(&self) -> &CqConfig {
+        &self.cfg
+    }
+
+    /// Error CQEs seen so far.
+    pub fn error_log(&self) -> &ErrorLog {
+        &self.log
+    }
+
+    /// Whether a malformed compressed session left the CQ unusable.
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Whether a compressed session is open (its minis not all reported).
+    pub fn in_session(&self) -> bool {
+        self.session.is_some()
+    }
+
+    /// `ibv_cq_ex` `start_poll`: positions a batch on the first completion,
+    /// or returns `None` (nothing written) when the CQ is empty.
+    pub fn start_poll<'a, W: WorkQueues>(
+        &'a mut self,
+        wqs: &'a mut W,
+    ) -> Result<Option<PollBatch<'a, W>>, PollError> {
+        match self.advance(wqs) {
+            Ok(true) => Ok(Some(PollBatch {
+                cq: self,
+                wqs,
+                ended: false,
+            })),
+            Ok(false) => Ok(None),
+            Err(e) => {
+                // The failing CQE was consumed: publish it.
+                self.update_ci();
+                Err(e)
+            }
+        }
+    }
+
+    /// `ibv_poll_cq`: fills `out` with up to `out.len()` completions and
+    /// writes the consumer-index doorbell record (always, as libmlx5 does).
+    pub fn poll_wc<W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        out: &mut [Wc],
+    ) -> Result<usize, PollError> {
+        let mut n = 0;
+        let mut result = Ok(());
+        for slot in out.iter_mut() {
+            match self.advance(wqs) {
+                Ok(true) => {
+                    *slot = self.cur.to_wc();
+                    n += 1;
+                }
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.update_ci();
+        result.map(|()| n)
+    }
+
+    /// Polls up to `max` completions, handing each to `f`, then writes the
+    /// doorbell record once if anything was consumed. Returns the count.
+    pub fn poll<W: WorkQueues, F: FnMut(&Completion)>(
+        &mut self,
+        wqs: &mut W,
+        max: usize,
+        mut f: F,
+    ) -> Result<usize, PollError> {
+        let start = self.ci;
+        let mut n = 0;
+        let mut result = Ok(());
+        while n < max {
+            match self.advance(wqs) {
+                Ok(true) => {
+                    f(&self.cur);
+                    n += 1;
+                }
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        if n > 0 || self.ci != start {
+            self.update_ci();
+        }
+        result.map(|()| n)
+    }
+
+    /// Requests an event for the next completion (`solicited = false`) or
+    /// the next solicited one (rdma-core `mlx5_arm_cq`): records the arm
+    /// word in the doorbell record, then writes `arm word | CQN` to the
+    /// UAR doorbell. Does nothing but the record without a UAR.
+    pub fn arm(&mut self, solicited: bool) {
+        let cmd = if solicited {
+            CQ_DB_REQ_NOT_SOL
+        } else {
+            CQ_DB_REQ_NOT
+        };
+        let word = self.arm_word(cmd);
+        // Step 1: the record first (the device reads it when the event fires).
+        self.dbrec.set_arm(word);
+        if let Some(reg) = &self.arm_reg {
+            // Step 2: record before doorbell (rdma-core `mmio_wc_start`).
+            barrier::wc_start();
+            // Step 3: one 64-bit store, arm word then CQN, both big-endian.
+            reg.write64(cq_arm_doorbell(word, self.cqn));
+            // Step 4: push the write out (rdma-core `mmio_flush_writes`).
+            barrier::wc_flush();
+        }
+    }
+
+    /// The arm word `arm(…)` would write now.
+    pub fn arm_word(&self, cmd: u8) -> CqArmWord {
+        CqArmWord::new()
+            .with_ci(crate::index::cq_ci24(self.ci))
+            .with_cmd(cmd)
+            .with_arm_sn((self.arm_sn & 3) as u8)
+    }
+
+    /// Acknowledges `events` completion events (`ibv_ack_cq_events` after
+    /// `ibv_get_cq_event`; libmlx5 `mlx5_cq_event`): advances the arm
+    /// sequence number.
+    pub fn ack_events(&mut self, events: u32) {
+        self.arm_sn = self.arm_sn.wrapping_add(events);
+    }
+
+    /// The arm sequence number.
+    pub fn arm_sn(&self) -> u32 {
+        self.arm_sn
+    }
+
+    /// Publishes the consumer index in the doorbell record.
+    fn update_ci(&mut self) {
+        // Reads of consumed CQEs happen before the device may reuse their
+        // slots (`from_device_done`); slot invalidations (stores) before
+        // the record store (`to_device`).
+        barrier::from_device_done();
+        barrier::to_device();
+        self.dbrec.set_ci(self.ci);
+    }
+
+    /// Positions `self.cur` on the next completion; `false` if none.
+    fn advance<W: WorkQueues>(&mut self, wqs: &mut W) -> Result<bool, PollError> {
+        if self.broken {
+            return Err(PollError::Broken);
+        }
+        loop {
+            if self.session.is_some() {
+                let cqe = self.next_mini()?;
+                if self.resolve(wqs, cqe, Origin::Mini)? {
+                    return Ok(true);
+                }
+                continue;
+            }
+            let Some(cqe) = self.read_owned() else {
+                return Ok(false);
+            };
+            if cqe.format() == CqeFormat::Compressed {
+                self.open_session(&cqe)?;
+                continue;
+            }
+            let slot = self.size.slot(self.ci);
+            self.ci = self.ci.wrapping_add(1);
+            if matches!(self.cfg.compression, Some((Layout::Enhanced, _))) && !cqe.is_error() {
+                self.running = zip::running_after(&cqe, self.cfg.striding_rq);
+                self.title = Some(cqe);
+            }
+            self.cur.inline = if cqe.format() == CqeFormat::InlineScatter64 {
+                self.ring.copy_first_half(slot)
+            } else {
+                [0; 64]
+            };
+            if self.resolve(wqs, cqe, Origin::Regular)? {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Step 1–3 of a poll: ownership byte once, barrier, one copy.
+    fn read_owned(&self) -> Option<Cqe64> {
+        let slot = self.size.slot(self.ci);
+        let owned = match self.cfg.compression {
+            Some((Layout::Enhanced, _)) => {
+                // Enhanced layout: the validity iteration count is the
+                // ownership byte (PRM-FACTS §9.2).
+                self.ring.read_validity(slot) == self.size.iteration(self.ci)
+            }
+            _ => {
+                // Basic: opcode not INVALID and owner bit = pass parity.
+                let op_own = OpOwn::from_bits(self.ring.read_op_own(slot));
+                op_own.opcode() != CqeOpcode::Invalid.raw()
+                    && op_own.owner() == self.size.owner_parity(self.ci)
+            }
+        };
+        if !owned {
+            return None;
+        }
+        // Everything else of the entry is read after the ownership byte.
+        barrier::from_device();
+        let cqe = self.ring.copy_cqe(slot);
+        // A slot software invalidated can carry a matching iteration count
+        // only through corruption; never report it.
+        (cqe.format() == CqeFormat::Compressed || cqe.opcode() != CqeOpcode::Invalid).then_some(cqe)
+    }
+
+    /// Opens a compressed session at `self.ci` (the title or compressed CQE).
+    fn open_session(&mut self, cqe: &Cqe64) -> Result<(), PollError> {
+        let ci = self.ci;
+        match self.cfg.compression {
+            None => {
+                self.broken = true;
+                Err(PollError::UnexpectedCompressed { ci })
+            }
+            Some((Layout::Basic, _)) => {
+                let count = cqe.byte_cnt.get();
+                if count < 2 || count > self.size.entries() {
+                    self.broken = true;
+                    return Err(PollError::BadSessionLength { ci, count });
+                }
+                self.title = Some(*cqe);
+                self.running = cqe.wqe_counter.get();
+                self.cur.inline = [0; 64];
+                self.session = Some(Session {
+                    base: ci,
+                    count,
+                    next: 0,
+                    minis: [MiniCqe::default(); MINI_CQE_ARRAY_SIZE],
+                });
+                Ok(())
+            }
+            Some((Layout::Enhanced, _)) => {
+                let count = zip::enhanced_count(cqe.op_own);
+                if count as usize > ENHANCED_MAX_MINIS || self.title.is_none() {
+                    self.broken = true;
+                    return Err(PollError::BadEnhancedBlock { ci, count });
+                }
+                self.cur.inline = [0; 64];
+                self.session = Some(Session {
+                    base: ci,
+                    count,
+                    next: 0,
+                    minis: Session::enhanced_minis(cqe),
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// The next mini of the open session, expanded; closes the session
+    /// (invalidating its slots in the basic layout) after the last one.
+    fn next_mini(&mut self) -> Result<Cqe64, PollError> {
+        let (Some(session), Some(title), Some((layout, format))) = (
+            self.session.as_mut(),
+            self.title.as_ref(),
+            self.cfg.compression,
+        ) else {
+            self.broken = true;
+            return Err(PollError::Broken);
+        };
+        let i = session.next;
+        let basic = layout == Layout::Basic;
+        if basic && i % 8 == 0 {
+            // Load mini array k: in the session (its offset < count, which
+            // is at most the ring size).
+            let k = i / 8;
+            let slot = self
+                .size
+                .slot(session.base.wrapping_add(zip::basic_array_offset(k)));
+            let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(slot));
+            session.minis = array.minis;
+        }
+        let mini = session
+            .minis
+            .get((i % 8) as usize)
+            .copied()
+            .unwrap_or_default();
+        let view = MiniView {
+            format,
+            striding: self.cfg.striding_rq,
+        };
+        let (cqe, running) = zip::expand(title, &mini, view, self.running);
+        self.running = running;
+        session.next = i + 1;
+        let done = session.next == session.count;
+        if basic && (session.next % 8 == 0 || done) {
+            let (first, last) = zip::basic_invalidate_range(i / 8, session.count);
+            for off in first..=last {
+                self.ring.write_op_own(
+                    self.size.slot(session.base.wrapping_add(off)),
+                    CQE_INVALIDATE,
+                );
+            }
+        }
+        if done {
+            self.ci = session.base.wrapping_add(session.count);
+            self.session = None;
+        }
+        Ok(cqe)
+    }
+
+    /// Maps a CQE to its work request and fills `self.cur`. `Ok(false)` for
+    /// CQEs that are not reported (filler, resize).
+    fn resolve<W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        cqe: Cqe64,
+        origin: Origin,
+    ) -> Result<bool, PollError> {
+        let wq = WqRef {
+            qpn: cqe.sop_drop_qpn.qpn(),
+            srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
+        };
+        let wqe_counter = cqe.wqe_counter.get();
+        let opcode = cqe.opcode();
+        let lookup = |error, requester| PollError::Lookup {
+            error,
+            requester,
+            wq,
+            wqe_counter,
+        };
+        let ci = self.ci;
+        self.cur.cqe = cqe;
+        self.cur.origin = origin;
+        self.cur.striding = false;
+        self.cur.wr_opcode = None;
+        self.cur.rx_csum_valid = false;
+        match opcode {
+            CqeOpcode::Req | CqeOpcode::ReqErr => {
+                let status = self.error_status(&cqe, true);
+                let r = wqs
+                    .retire_send(wq, wqe_counter, status)
+                    .map_err(|e| lookup(e, true))?;
+                self.cur.wr_id = r.wr_id;
+                self.cur.wr_opcode = r.wr_opcode;
+                self.cur.status = status;
+            }
+            CqeOpcode::RespWrImm
+            | CqeOpcode::RespSend
+            | CqeOpcode::RespSendImm
+            | CqeOpcode::RespSendInv
+            | CqeOpcode::RespErr => {
+                let status = self.error_status(&cqe, false);
+                let r = if self.cfg.striding_rq {
+                    let b = MprqByteCnt::from_bits(cqe.byte_cnt.get());
+                    let c = StrideCompletion {
+                        wqe_id: cqe.wqe_id.get(),
+                        stride_index: wqe_counter,
+                        strides: b.strides(),
+                        filler: b.filler() && !cqe.is_error(),
+                    };
+                    self.cur.striding = true;
+                    let r = wqs
+                        .retire_strides(wq, c, status)
+                        .map_err(|e| lookup(e, false))?;
+                    if c.filler {
+                        return Ok(false);
+                    }
+                    r
+                } else {
+                    wqs.retire_recv(wq, wqe_counter, status)
+                        .map_err(|e| lookup(e, false))?
+                };
+                self.cur.wr_id = r.wr_id;
+                self.cur.rx_csum_valid = r.rx_csum_valid;
+                self.cur.status = status;
+            }
+            CqeOpcode::ResizeCq => return Ok(false),
+            other => {
+                return Err(PollError::UnsupportedOpcode {
+                    opcode: other,
+                    ci: ci.wrapping_sub(1),
+                })
+            }
+        }
+        Ok(true)
+    }
+
+    /// Success, or the error CQE's status (logging it).
+    fn error_status(&mut self, cqe: &Cqe64, requester: bool) -> WcStatus {
+        if !cqe.is_error() {
+            return WcStatus::Success;
+        }
+        let e = cqe.as_err();
+        let err = CqeError {
+            syndrome: e.syndrome(),
+            vendor_syndrome: e.vendor_err_synd,
+            hw_syndrome: (e.hw_err_synd, e.hw_synd_type),
+            wqe_counter: e.wqe_counter.get(),
+            qpn: e.s_wqe_opcode_qpn.qpn(),
+            requester,
+        };
+        self.log.errors += 1;
+        if err.is_flush() {
+            self.log.flushes += 1;
+        } else if self.log.first.is_none() {
+            self.log.first = Some(err);
+        }
+        self.log.last = Some(err);
+        err.status()
+    }
+}
+
+/// An open polling batch (`ibv_cq_ex` between `start_poll` and
+/// `end_poll`). Dropping it ends it.
+#[derive(Debug)]
+pub struct PollBatch<'a, W: WorkQueues> {
+    cq: &'a mut Cq,
+    wqs: &'a mut W,
+    ended: bool,
+}
+
+impl<W: WorkQueues> PollBatch<'_, W> {
+    /// The current completion.
+    pub fn completion(&self) -> &Completion {
+        &self.cq.cur
+    }
+
+    /// `next_poll`: advances to the next completion; `false` when the CQ
+    /// is empty (the batch stays open until `end_poll`).
+    pub fn next_poll(&mut self) -> Result<bool, PollError> {
+        self.cq.advance(self.wqs)
+    }
+
+    /// `end_poll`: writes the consumer-index doorbell record once.
+    pub fn end_poll(mut self) {
+        self.end();
+    }
+
+    fn end(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            self.cq.update_ci();
+        }
+    }
+}
+
+impl<W: WorkQueues> Drop for PollBatch<'_, W> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+#[cfg(test)]
+mod tests;

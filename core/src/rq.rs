@@ -1,0 +1,403 @@
+//! Cyclic receive queue (PRM-FACTS §8; rdma-core `mlx5_post_recv`).
+//!
+//! A receive WQE is an array of data segments, `1 << wqe_shift` bytes
+//! (16 × the SGE capacity); zero-length SGEs are skipped and, when fewer
+//! SGEs than the stride holds are posted, the next segment is a terminator
+//! (`byte_count 0`, `lkey MLX5_INVALID_LKEY`, `addr 0`). The doorbell record
+//! (`dbrec[MLX5_RCV_DBR]`) gets the 16-bit producer counter after a
+//! to-device barrier, on commit only: a posted WQE is invisible to the
+//! device until [`Rq::commit`].
+//!
+//! The wr_id shadow is caller-provided memory (the core does not allocate);
+//! completions are retired against it with the device-reported
+//! `wqe_counter` checked to be in flight first.
+//!
+//! SRQ and striding RQ: not yet (issue 4, later steps).
+// `deny`, not `forbid`: only the unit tests (ring memory setup) use unsafe.
+#![deny(unsafe_code)]
+
+use crate::barrier;
+use crate::cq::LookupError;
+use crate::index::{in_flight, wq_counter16, RingSize};
+use crate::mmio::DeviceWord;
+use crate::prm::{Be32, Be64, DataSeg, INVALID_LKEY};
+use crate::ring::RingBuf;
+
+/// One scatter entry (`struct ibv_sge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sge {
+    /// Buffer address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key.
+    pub lkey: u32,
+}
+
+/// Why a receive could not be posted (nothing was written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RqError {
+    /// Every WQE is in flight.
+    QueueFull,
+    /// More SGEs than a WQE holds.
+    TooManySges {
+        /// SGEs given.
+        given: usize,
+        /// SGEs a WQE holds.
+        max: usize,
+    },
+    /// The wr_id shadow is shorter than the ring.
+    ShadowTooSmall,
+    /// The WQE stride is below 16 bytes or does not fit the ring.
+    BadStride,
+}
+
+/// A cyclic receive queue.
+#[derive(Debug)]
+pub struct Rq<'a> {
+    ring: RingBuf<'a>,
+    dbrec: &'a DeviceWord<u32>,
+    wrid: &'a mut [u64],
+    size: RingSize,
+    wqe_shift: u8,
+    /// Next WQE to post (free-running).
+    head: u32,
+    /// Posted and published to the device.
+    published: u32,
+    /// Oldest WQE not yet completed.
+    tail: u32,
+    /// Write the doorbell record on commit (false for a RAW_PACKET QP
+    /// before RTR, as libmlx5 does).
+    doorbell_enabled: bool,
+    error: bool,
+}
+
+impl<'a> Rq<'a> {
+    /// A receive queue over `ring` (`size.entries() << wqe_shift` bytes),
+    /// the RQ doorbell-record word and a wr_id shadow of `size.entries()`
+    /// slots. Counters start at `head` (libmlx5 `rq.head`, normally 0).
+    pub fn new(
+        ring: RingBuf<'a>,
+        size: RingSize,
+        wqe_shift: u8,
+        dbrec: &'a DeviceWord<u32>,
+        wrid: &'a mut [u64],
+        head: u32,
+    ) -> Result<Self, RqError> {
+        if wqe_shift < 4 || ring.len() != (size.entries() as usize) << wqe_shift {
+            return Err(RqError::BadStride);
+        }
+        if wrid.len() < size.entries() as usize {
+            return Err(RqError::ShadowTooSmall);
+        }
+        Ok(Self {
+            ring,
+            dbrec,
+            wrid,
+            size,
+            wqe_shift,
+            head,
+            published: head,
+            tail: head,
+            doorbell_enabled: true,
+            error: false,
+        })
+    }
+
+    /// SGEs one WQE holds (`1 << (wqe_shift - 4)`).
+    pub fn max_sge(&self) -> usize {
+        1 << (self.wqe_shift - 4)
+    }
+
+    /// Enables or disables the doorbell-record write on commit (disable
+    /// for a RAW_PACKET QP before RTR).
+    pub fn set_doorbell_enabled(&mut self, enabled: bool) {
+        self.doorbell_enabled = enabled;
+    }
+
+    /// Posted WQEs not yet completed.
+    pub fn outstanding(&self) -> u32 {
+        in_flight(self.head, self.tail)
+    }
+
+    /// The producer counter (libmlx5 `rq.head`).
+    pub fn head(&self) -> u32 {
+        self.head
+    }
+
+    /// The consumer counter (libmlx5 `rq.tail`).
+    pub fn tail(&self) -> u32 {
+        self.tail
+    }
+
+    /// Writes one receive WQE; invisible to the device until [`Self::commit`].
+    pub fn post(&mut self, wr_id: u64, sges: &[Sge]) -> Result<(), RqError> {
+        if self.outstanding() >= self.size.entries() {
+            return Err(RqError::QueueFull);
+        }
+        let max = self.max_sge();
+        let used = sges.iter().filter(|s| s.length != 0).count();
+        if sges.len() > max {
+            return Err(RqError::TooManySges {
+                given: sges.len(),
+                max,
+            });
+        }
+        let base = self.size.slot(self.head) << self.wqe_shift;
+        let mut written = 0;
+        for sge in sges.iter().filter(|s| s.length != 0) {
+            let seg = DataSeg {
+                byte_count: Be32::new(sge.length),
+                lkey: Be32::new(sge.lkey),
+                addr: Be64::new(sge.addr),
+            };
+            self.ring.write_wrapping(
+                base + written * DataSeg::SIZE,
+                zerocopy::IntoBytes::as_bytes(&seg),
+            );
+            written += 1;
+        }
+        if used < max {
+            let term = DataSeg {
+                byte_count: Be32::new(0),
+                lkey: Be32::new(INVALID_LKEY),
+                addr: Be64::new(0),
+            };
+            self.ring.write_wrapping(
+                base + written * DataSeg::SIZE,
+                zerocopy::IntoBytes::as_bytes(&term),
+            );
+        }
+        if let Some(slot) = self.wrid.get_mut(self.size.slot(self.head)) {
+            *slot = wr_id;
+        }
+        self.head = self.head.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Publishes every posted WQE: to-device barrier, then
+    /// `dbrec = BE32(head & 0xffff)` (skipped while the doorbell is disabled).
+    pub fn commit(&mut self) {
+        if self.published == self.head {
+            return;
+        }
+        self.published = self.head;
+        if self.doorbell_enabled {
+            // The WQE stores reach the device before the record that
+            // publishes them (rdma-core `udma_to_device_barrier`).
+            barrier::to_device();
+            self.dbrec.write_be(u32::from(wq_counter16(self.head)));
+        }
+    }
+
+    /// Retires the WQE a responder CQE names. `wqe_counter` must be in
+    /// flight (between tail and head); the wr_id comes from the shadow.
+    pub fn retire(&mut self, wqe_counter: u16, error: bool) -> Result<u64, LookupError> {
+        let ahead = wqe_counter.wrapping_sub(wq_counter16(self.tail));
+        if u32::from(ahead) >= self.outstanding() {
+            return Err(LookupError::NotInFlight);
+        }
+        let idx = self.size.slot(self.tail.wrapping_add(u32::from(ahead)));
+        let wr_id = self
+            .wrid
+            .get(idx)
+            .copied()
+            .ok_or(LookupError::NotInFlight)?;
+        self.tail = self.tail.wrapping_add(1);
+        if error {
+            self.error = true;
+        }
+        Ok(wr_id)
+    }
+
+    /// Whether an error completion moved the queue to its error state.
+    pub fn is_error(&self) -> bool {
+        self.error
+    }
+
+    /// Software flush (device gone, no flush CQEs coming): reports every
+    /// outstanding wr_id in posting order, once, and empties the queue.
+    pub fn flush(&mut self, mut f: impl FnMut(u64)) {
+        while self.tail != self.head {
+            if let Some(&w) = self.wrid.get(self.size.slot(self.tail)) {
+                f(w);
+            }
+            self.tail = self.tail.wrapping_add(1);
+        }
+        self.error = true;
+    }
+}
+
+#[cfg(test)]
+#[allow(unsafe_code, reason = "tests build ring memory from raw parts")]
+mod tests {
+    //! Mirrors `specs/golden/libmlx5/rq-cases.txt` (libmlx5 44 `mlx5_post_recv`).
+    use super::*;
+    use std::boxed::Box;
+    use std::vec::Vec;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    struct Mem(*mut u8, usize);
+    impl Mem {
+        fn new(len: usize) -> Self {
+            let v = std::vec![0xa5u8; len].into_boxed_slice();
+            Self(Box::into_raw(v).cast::<u8>(), len)
+        }
+        fn ring(&self) -> RingBuf<'_> {
+            // SAFETY: the allocation is live for the borrow and only the RQ writes it.
+            unsafe { RingBuf::new(self.0, self.1) }.unwrap()
+        }
+        fn bytes(&self, off: usize, n: usize) -> Vec<u8> {
+            let mut v = std::vec![0u8; n];
+            // SAFETY: in bounds of the live allocation.
+            unsafe { core::ptr::copy_nonoverlapping(self.0.add(off), v.as_mut_ptr(), n) }
+            v
+        }
+    }
+    impl Drop for Mem {
+        fn drop(&mut self) {
+            // SAFETY: from `Box::into_raw` of a boxed slice of this length.
+            unsafe {
+                drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
+                    self.0, self.1,
+                )))
+            }
+        }
+    }
+
+    #[test]
+    fn one_sge_of_two_with_terminator() {
+        let mem = Mem::new(64 * 32);
+        let db = DeviceWord::new(0xa5a5_a5a5u32);
+        let mut wrid = [0u64; 64];
+        let mut rq = Rq::new(mem.ring(), RingSize::new(64).unwrap(), 5, &db, &mut wrid, 0).unwrap();
+        rq.post(
+            0x7300_0000_0000_0000,
+            &[Sge {
+                addr: 0x2_0000_1000,
+                length: 4096,
+                lkey: 0x3000,
+            }],
+        )
+        .unwrap();
+        rq.commit();
+        assert_eq!(db.read().to_ne_bytes(), [0, 0, 0, 1]);
+        assert_eq!(
+            mem.bytes(0, 32),
+            hex("0000100000003000000000020000100000000000000001000000000000000000")
+        );
+        assert_eq!(wrid[0], 0x7300_0000_0000_0000);
+    }
+
+    #[test]
+    fn list_of_two_wraps_the_ring() {
+        let mem = Mem::new(64 * 32);
+        let db = DeviceWord::new(0xa5a5_a5a5u32);
+        let mut wrid = [0u64; 64];
+        let mut rq = Rq::new(
+            mem.ring(),
+            RingSize::new(64).unwrap(),
+            5,
+            &db,
+            &mut wrid,
+            63,
+        )
+        .unwrap();
+        rq.post(
+            1,
+            &[Sge {
+                addr: 0x2_0000_1000,
+                length: 256,
+                lkey: 0x3000,
+            }],
+        )
+        .unwrap();
+        rq.post(
+            2,
+            &[Sge {
+                addr: 0x2_0000_1100,
+                length: 512,
+                lkey: 0x3010,
+            }],
+        )
+        .unwrap();
+        assert_eq!(db.read(), 0xa5a5_a5a5, "nothing published before commit");
+        rq.commit();
+        assert_eq!(db.read().to_ne_bytes(), [0, 0, 0, 0x41]);
+        assert_eq!(rq.retire(63, false), Ok(1));
+        assert_eq!(rq.retire(7, false), Err(LookupError::NotInFlight));
+        assert_eq!(rq.retire(64, false), Ok(2));
+        assert_eq!(
+            mem.bytes(63 * 32, 32),
+            hex("0000010000003000000000020000100000000000000001000000000000000000")
+        );
+        assert_eq!(
+            mem.bytes(0, 32),
+            hex("0000020000003010000000020000110000000000000001000000000000000000")
+        );
+    }
+
+    #[test]
+    fn stride_16_no_terminator_and_raw_qp_before_rtr() {
+        let mem = Mem::new(64 * 16);
+        let db = DeviceWord::new(0xa5a5_a5a5u32);
+        let mut wrid = [0u64; 64];
+        let mut rq = Rq::new(mem.ring(), RingSize::new(64).unwrap(), 4, &db, &mut wrid, 0).unwrap();
+        rq.set_doorbell_enabled(false);
+        rq.post(
+            9,
+            &[Sge {
+                addr: 0x2_0000_1000,
+                length: 2048,
+                lkey: 0x3000,
+            }],
+        )
+        .unwrap();
+        rq.commit();
+        assert_eq!(db.read(), 0xa5a5_a5a5);
+        assert_eq!(
+            rq.post(
+                9,
+                &[Sge {
+                    addr: 0,
+                    length: 1,
+                    lkey: 0
+                }; 2]
+            ),
+            Err(RqError::TooManySges { given: 2, max: 1 })
+        );
+        assert_eq!(mem.bytes(0, 16), hex("00000800000030000000000200001000"));
+    }
+
+    #[test]
+    fn full_queue_and_software_flush() {
+        let mem = Mem::new(4 * 16);
+        let db = DeviceWord::new(0u32);
+        let mut wrid = [0u64; 4];
+        let mut rq = Rq::new(mem.ring(), RingSize::new(4).unwrap(), 4, &db, &mut wrid, 0).unwrap();
+        for i in 0..4 {
+            rq.post(
+                i,
+                &[Sge {
+                    addr: 0,
+                    length: 1,
+                    lkey: 0,
+                }],
+            )
+            .unwrap();
+        }
+        assert_eq!(rq.post(9, &[]), Err(RqError::QueueFull));
+        assert_eq!(rq.retire(0, true), Ok(0));
+        assert!(rq.is_error());
+        let mut flushed = Vec::new();
+        rq.flush(|w| flushed.push(w));
+        assert_eq!(flushed, [1, 2, 3]);
+        assert_eq!(rq.outstanding(), 0);
+    }
+}

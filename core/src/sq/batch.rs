@@ -1,0 +1,1135 @@
+//! The posting batch and its work-request builders: validation, then WQE
+//! formatting into the staging area (see the parent module for the design).
+#![forbid(unsafe_code)]
+
+use zerocopy::IntoBytes;
+
+use super::doorbell::{DoorbellPolicy, Publish};
+use super::{Limits, PostError, QpType, SendQueue, SHADOW_CQE, SHADOW_SIGNALED};
+use crate::index::{in_flight, wq_counter16};
+use crate::prm::{
+    AtomicSeg, Av, Be16, Be32, Be64, CtrlSeg, DataSeg, DqpDct, EthCsFlags, EthSeg, FmCeSe,
+    InlineByteCount, InlineSeg, MaskedAtomicSeg64, MaskedCs32Seg, MaskedFa32Seg, MaskedFa64Seg,
+    OpmodIdxOpcode, RaddrSeg, SendOpcode, XrcSeg, ETH_L2_INLINE_HEADER_SIZE,
+    ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, EXTENDED_UD_AV, MAX_DS,
+    OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, SEND_WQE_BB, SEND_WQE_DS, WQE_CTRL_CQ_UPDATE,
+    WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE, WQE_CTRL_SOLICITED,
+};
+
+/// A scatter/gather entry (`struct ibv_sge`): local memory the device reads
+/// (sends, writes) or writes (reads, atomic results) through `lkey`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Virtual address.
+    pub addr: u64,
+    /// Length in bytes; zero-length entries are skipped, as libmlx5 does.
+    pub length: u32,
+    /// Local key of the memory region.
+    pub lkey: u32,
+}
+
+impl Sge {
+    /// An SGE of `length` bytes at `addr` in the region of `lkey`.
+    pub const fn new(lkey: u32, addr: u64, length: u32) -> Self {
+        Self { addr, length, lkey }
+    }
+}
+
+/// A piece of a raw Ethernet frame in registered memory, with its bytes at
+/// hand: the device needs the first bytes of the frame copied into the WQE
+/// (the inline L2 header, [`super::SqConfig::eth_min_inline`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSge<'d> {
+    /// Local key of the memory region holding the piece.
+    pub lkey: u32,
+    /// Device-visible address of `data[0]`.
+    pub addr: u64,
+    /// The bytes of the piece (its length is the SGE length).
+    pub data: &'d [u8],
+}
+
+impl<'d> FrameSge<'d> {
+    /// A frame piece whose device address is its address in this process
+    /// (memory registered with `ibv_reg_mr` on this process's addresses).
+    pub fn new(lkey: u32, data: &'d [u8]) -> Self {
+        Self {
+            lkey,
+            addr: data.as_ptr() as u64,
+            data,
+        }
+    }
+
+    /// A frame piece at an explicit device address (an IOVA, or memory
+    /// mapped at another address).
+    pub const fn with_addr(lkey: u32, addr: u64, data: &'d [u8]) -> Self {
+        Self { lkey, addr, data }
+    }
+
+    fn len32(&self) -> u32 {
+        u32::try_from(self.data.len()).unwrap_or(u32::MAX)
+    }
+}
+
+/// The operation of a work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Send,
+    SendImm,
+    SendInv,
+    Write,
+    WriteImm,
+    Read,
+    CmpSwp,
+    FetchAdd,
+    MaskedCs32,
+    MaskedCs64,
+    MaskedFa32,
+    MaskedFa64,
+    LocalInv,
+    Nop,
+    Tso,
+}
+
+impl Op {
+    /// Opcode and opmod of the control segment (libmlx5 `mlx5_ib_opcode`;
+    /// masked atomics: UCX `UCT_IB_MLX5_OPMOD_EXT_ATOMIC`).
+    fn opcode(self) -> (SendOpcode, u8) {
+        match self {
+            Op::Send => (SendOpcode::Send, 0),
+            Op::SendImm => (SendOpcode::SendImm, 0),
+            Op::SendInv => (SendOpcode::SendInval, 0),
+            Op::Write => (SendOpcode::RdmaWrite, 0),
+            Op::WriteImm => (SendOpcode::RdmaWriteImm, 0),
+            Op::Read => (SendOpcode::RdmaRead, 0),
+            Op::CmpSwp => (SendOpcode::AtomicCs, 0),
+            Op::FetchAdd => (SendOpcode::AtomicFa, 0),
+            Op::MaskedCs32 => (SendOpcode::AtomicMaskedCs, OPC_MOD_EXT_ATOMIC_4B),
+            Op::MaskedCs64 => (SendOpcode::AtomicMaskedCs, OPC_MOD_EXT_ATOMIC_8B),
+            Op::MaskedFa32 => (SendOpcode::AtomicMaskedFa, OPC_MOD_EXT_ATOMIC_4B),
+            Op::MaskedFa64 => (SendOpcode::AtomicMaskedFa, OPC_MOD_EXT_ATOMIC_8B),
+            // libmlx5 implements local invalidate as a UMR WQE.
+            Op::LocalInv => (SendOpcode::Umr, 0),
+            Op::Nop => (SendOpcode::Nop, 0),
+            Op::Tso => (SendOpcode::Tso, 0),
+        }
+    }
+
+    /// Atomic operand size in bytes (the result SGE's byte count), 0 if not atomic.
+    fn atomic_size(self) -> u32 {
+        match self {
+            Op::CmpSwp | Op::FetchAdd | Op::MaskedCs64 | Op::MaskedFa64 => 8,
+            Op::MaskedCs32 | Op::MaskedFa32 => 4,
+            _ => 0,
+        }
+    }
+
+    /// DS of the operation's own segments (remote address, atomic, UMR).
+    fn op_ds(self) -> u32 {
+        match self {
+            Op::Write | Op::WriteImm | Op::Read => 1,
+            Op::CmpSwp | Op::FetchAdd | Op::MaskedCs32 | Op::MaskedFa32 | Op::MaskedFa64 => 2,
+            Op::MaskedCs64 => 3,
+            Op::LocalInv => UMR_CTRL_DS + MKEY_CTX_DS,
+            _ => 0,
+        }
+    }
+
+    /// Whether the QP type (and its capabilities) allows the operation
+    /// (libmlx5 `MLX5_SUPPORTED_SEND_OPS_FLAGS_*`, plus NOP everywhere).
+    fn allowed(self, lim: &Limits) -> bool {
+        use QpType::*;
+        let qp = lim.qp_type;
+        match self {
+            Op::Send | Op::Nop => true,
+            Op::SendImm => qp != RawPacket,
+            Op::SendInv | Op::Write | Op::WriteImm | Op::LocalInv => matches!(qp, Rc | Uc | Xrc),
+            Op::Read => matches!(qp, Rc | Xrc),
+            Op::CmpSwp
+            | Op::FetchAdd
+            | Op::MaskedCs32
+            | Op::MaskedCs64
+            | Op::MaskedFa32
+            | Op::MaskedFa64 => matches!(qp, Rc | Xrc) && lim.atomics,
+            Op::Tso => matches!(qp, RawPacket | Ud) && lim.max_tso_header > 0,
+        }
+    }
+}
+
+// UMR segments of libmlx5's local invalidate (rdma-core `mlx5dv.h`
+// `struct mlx5_wqe_umr_ctrl_seg`, `struct mlx5_wqe_mkey_context_seg`;
+// `qp.c` `set_umr_control_seg`, `set_umr_mkey_seg` with a zero-length bind).
+/// DS of the UMR control segment (48 bytes).
+const UMR_CTRL_DS: u32 = 3;
+/// DS of the mkey context segment (64 bytes).
+const MKEY_CTX_DS: u32 = 4;
+/// UMR control `flags`: `INLINE (1<<7) | TRNSLATION_OFFSET (1<<4) | CHECK_QPN (1<<3)`.
+const UMR_CTRL_FLAGS_LOCAL_INV: u8 = (1 << 7) | (1 << 4) | (1 << 3);
+/// UMR control `mkey_mask`: `FREE (1<<29) | QPN (1<<14) | MKEY (1<<13)`.
+const UMR_MKEY_MASK_LOCAL_INV: u64 = (1 << 29) | (1 << 14) | (1 << 13);
+/// Mkey context `free` byte: `MLX5_WQE_MKEY_CONTEXT_FREE` (1<<6).
+const MKEY_CONTEXT_FREE: u8 = 1 << 6;
+/// Mkey context `qpn_mkey` of a free: QPN field all ones, mkey variant 0.
+const MKEY_QPN_FREE: u32 = 0xffff_ff00;
+
+const F_SIGNALED: u8 = 1 << 0;
+const F_SOLICITED: u8 = 1 << 1;
+const F_FENCE: u8 = 1 << 2;
+const F_CSUM: u8 = 1 << 3;
+
+/// Everything a work request's builder and setters collected.
+#[derive(Debug, Clone, Copy)]
+struct Desc<'x> {
+    wr_id: u64,
+    op: Op,
+    flags: u8,
+    imm: u32,
+    raddr: u64,
+    rkey: u32,
+    /// Atomic operands: CS `[swap, compare, swap_mask, compare_mask]`,
+    /// FA `[add, field_boundary, 0, 0]`.
+    args: [u64; 4],
+    ud: Option<(&'x Av, u32, u32)>,
+    xrc_srqn: Option<u32>,
+    tso_hdr: &'x [u8],
+    mss: u16,
+}
+
+impl Desc<'_> {
+    fn new(wr_id: u64, op: Op) -> Self {
+        Self {
+            wr_id,
+            op,
+            flags: 0,
+            imm: 0,
+            raddr: 0,
+            rkey: 0,
+            args: [0; 4],
+            ud: None,
+            xrc_srqn: None,
+            tso_hdr: &[],
+            mss: 0,
+        }
+    }
+}
+
+/// The data of a work request, as its last setter gave it.
+#[derive(Clone, Copy)]
+enum Data<'d> {
+    None,
+    Sges(&'d [Sge]),
+    Frames(&'d [FrameSge<'d>]),
+    Inline(&'d [&'d [u8]]),
+}
+
+/// A posting batch (`ibv_wr_start` … `ibv_wr_complete` / `ibv_wr_abort`).
+///
+/// Work requests are validated and formatted into the staging area as they
+/// are built; [`Batch::complete`] copies them into the ring and rings the
+/// doorbell once. Dropping the batch (or [`Batch::abort`]) discards them:
+/// ring, doorbell record and register are untouched.
+#[derive(Debug)]
+#[must_use = "a batch does nothing until complete(); dropping it aborts"]
+pub struct Batch<'q, 'a, P: DoorbellPolicy> {
+    sq: &'q mut SendQueue<'a, P>,
+    /// WQEBBs staged.
+    used: u32,
+    /// WQEs staged.
+    nreq: u32,
+    /// Staging index of the last WQE.
+    last: u32,
+    /// DS of the last WQE.
+    last_ds: u8,
+    /// Whether any WQE carried inline data (libmlx5 `inl_wqe`).
+    inline: bool,
+    /// The fence the next WQE inherits.
+    fm_cache: u8,
+    /// WQEBBs since the last WQE that requested a CQE.
+    unsignaled: u32,
+}
+
+/// One work request being built: returned by a [`Batch`] builder call,
+/// finished by a data setter or [`Wr::post`]. Dropping it posts nothing.
+#[derive(Debug)]
+#[must_use = "a work request is posted only by a data setter or post()"]
+pub struct Wr<'b, 'x, 'q, 'a, P: DoorbellPolicy> {
+    batch: &'b mut Batch<'q, 'a, P>,
+    d: Desc<'x>,
+}
+
+impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
+    pub(super) fn new(sq: &'q mut SendQueue<'a, P>) -> Self {
+        let fm_cache = sq.fm_cache;
+        let unsignaled = sq.unsignaled;
+        Self {
+            sq,
+            used: 0,
+            nreq: 0,
+            last: 0,
+            last_ds: 0,
+            inline: false,
+            fm_cache,
+            unsignaled,
+        }
+    }
+
+    /// Number of work requests in the batch.
+    pub fn len(&self) -> u32 {
+        self.nreq
+    }
+
+    /// Whether the batch holds no work request.
+    pub fn is_empty(&self) -> bool {
+        self.nreq == 0
+    }
+
+    /// WQEBBs the batch occupies.
+    pub fn wqebbs(&self) -> u32 {
+        self.used
+    }
+
+    #[inline(always)]
+    fn begin<'x>(&mut self, wr_id: u64, op: Op) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        if !op.allowed(&self.sq.lim) {
+            return Err(PostError::UnsupportedOp);
+        }
+        Ok(Wr {
+            batch: self,
+            d: Desc::new(wr_id, op),
+        })
+    }
+
+    /// A send (`ibv_wr_send`); on a raw Ethernet QP, a frame send.
+    #[inline]
+    pub fn send<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        self.begin(wr_id, Op::Send)
+    }
+
+    /// A send with immediate data (`ibv_wr_send_imm`). `imm` is the value
+    /// in host order; the WQE carries it big-endian (ibverbs callers pass
+    /// `htobe32(imm)` for the same bytes).
+    #[inline]
+    pub fn send_imm<'x>(
+        &mut self,
+        wr_id: u64,
+        imm: u32,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.begin(wr_id, Op::SendImm)?;
+        wr.d.imm = imm;
+        Ok(wr)
+    }
+
+    /// A send that invalidates `invalidate_rkey` at the responder (`ibv_wr_send_inv`).
+    #[inline]
+    pub fn send_inv<'x>(
+        &mut self,
+        wr_id: u64,
+        invalidate_rkey: u32,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.begin(wr_id, Op::SendInv)?;
+        wr.d.imm = invalidate_rkey;
+        Ok(wr)
+    }
+
+    /// An RDMA write to `remote_addr` in the region of `rkey` (`ibv_wr_rdma_write`).
+    #[inline]
+    pub fn rdma_write<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        self.remote(wr_id, Op::Write, rkey, remote_addr)
+    }
+
+    /// An RDMA write with immediate data (`ibv_wr_rdma_write_imm`); `imm` in host order.
+    #[inline]
+    pub fn rdma_write_imm<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        imm: u32,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::WriteImm, rkey, remote_addr)?;
+        wr.d.imm = imm;
+        Ok(wr)
+    }
+
+    /// An RDMA read from `remote_addr` into the SGEs (`ibv_wr_rdma_read`).
+    #[inline]
+    pub fn rdma_read<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        self.remote(wr_id, Op::Read, rkey, remote_addr)
+    }
+
+    /// An 8-byte atomic compare-and-swap (`ibv_wr_atomic_cmp_swp`); the SGE
+    /// receives the old value (its byte count is written as 8).
+    #[inline]
+    pub fn atomic_cmp_swp<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        compare: u64,
+        swap: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::CmpSwp, rkey, remote_addr)?;
+        wr.d.args = [swap, compare, 0, 0];
+        Ok(wr)
+    }
+
+    /// An 8-byte atomic fetch-and-add (`ibv_wr_atomic_fetch_add`).
+    #[inline]
+    pub fn atomic_fetch_add<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        add: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::FetchAdd, rkey, remote_addr)?;
+        wr.d.args = [add, 0, 0, 0];
+        Ok(wr)
+    }
+
+    /// A masked ("extended") 8-byte compare-and-swap: the bits of
+    /// `compare_mask` are compared, the bits of `swap_mask` swapped in
+    /// (opcode `ATOMIC_MASKED_CS`, opmod 0x09).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn masked_cmp_swp_u64<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        compare: u64,
+        compare_mask: u64,
+        swap: u64,
+        swap_mask: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::MaskedCs64, rkey, remote_addr)?;
+        wr.d.args = [swap, compare, swap_mask, compare_mask];
+        Ok(wr)
+    }
+
+    /// A masked 4-byte compare-and-swap (opmod 0x08).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn masked_cmp_swp_u32<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        compare: u32,
+        compare_mask: u32,
+        swap: u32,
+        swap_mask: u32,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::MaskedCs32, rkey, remote_addr)?;
+        wr.d.args = [
+            swap.into(),
+            compare.into(),
+            swap_mask.into(),
+            compare_mask.into(),
+        ];
+        Ok(wr)
+    }
+
+    /// A masked 8-byte fetch-and-add: carries stop at the bits set in
+    /// `field_boundary` (all ones turns the add into XOR) (opmod 0x09).
+    #[inline]
+    pub fn masked_fetch_add_u64<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        add: u64,
+        field_boundary: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::MaskedFa64, rkey, remote_addr)?;
+        wr.d.args = [add, field_boundary, 0, 0];
+        Ok(wr)
+    }
+
+    /// A masked 4-byte fetch-and-add (opmod 0x08).
+    #[inline]
+    pub fn masked_fetch_add_u32<'x>(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        add: u32,
+        field_boundary: u32,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.remote(wr_id, Op::MaskedFa32, rkey, remote_addr)?;
+        wr.d.args = [add.into(), field_boundary.into(), 0, 0];
+        Ok(wr)
+    }
+
+    /// A local invalidate of `invalidate_rkey` (`ibv_wr_local_inv`), built
+    /// as libmlx5 builds it: a UMR WQE that frees the mkey. The next WQE
+    /// gets the small-initiator fence. Finish it with [`Wr::post`].
+    #[inline]
+    pub fn local_inv<'x>(
+        &mut self,
+        wr_id: u64,
+        invalidate_rkey: u32,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.begin(wr_id, Op::LocalInv)?;
+        wr.d.imm = invalidate_rkey;
+        Ok(wr)
+    }
+
+    /// A NOP: a control segment alone (useful to fence, or to request a
+    /// completion). Finish it with [`Wr::post`].
+    #[inline]
+    pub fn nop<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        self.begin(wr_id, Op::Nop)
+    }
+
+    /// A TSO (LSO) send (`ibv_wr_send_tso`): `hdr` (the L2–L4 headers, at
+    /// least 14 and at most `max_tso_header` bytes) is inlined in the
+    /// Ethernet segment, the payload follows as SGEs or inline data and is
+    /// cut into `mss`-byte segments. Raw Ethernet QPs, and UD QPs created
+    /// for LSO (IPoIB: datagram, 16-byte pad, Ethernet segment).
+    #[inline]
+    pub fn tso<'x>(
+        &mut self,
+        wr_id: u64,
+        hdr: &'x [u8],
+        mss: u16,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let max = usize::from(self.sq.lim.max_tso_header);
+        let mut wr = self.begin(wr_id, Op::Tso)?;
+        if hdr.len() < ETH_L2_MIN_HEADER_SIZE {
+            return Err(PostError::TsoHeaderTooShort);
+        }
+        if hdr.len() > max {
+            return Err(PostError::TsoHeaderTooLong);
+        }
+        wr.d.tso_hdr = hdr;
+        wr.d.mss = mss;
+        Ok(wr)
+    }
+
+    #[inline(always)]
+    fn remote<'x>(
+        &mut self,
+        wr_id: u64,
+        op: Op,
+        rkey: u32,
+        raddr: u64,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+        let mut wr = self.begin(wr_id, op)?;
+        wr.d.rkey = rkey;
+        wr.d.raddr = raddr;
+        Ok(wr)
+    }
+
+    /// Publishes the batch (`ibv_wr_complete`): copies its WQEs into the ring,
+    /// writes the doorbell record after the to-device barrier, then one
+    /// 8-byte doorbell or BlueFlame copy. Returns the number of WQEs posted.
+    pub fn complete(self) -> u32 {
+        let Batch {
+            sq,
+            used,
+            nreq,
+            last,
+            last_ds,
+            inline,
+            fm_cache,
+            unsignaled,
+        } = self;
+        if nreq == 0 {
+            return 0;
+        }
+        let staged = sq.staging.get(..used as usize).unwrap_or(&[]);
+        // The WQEs go into the ring at the producer index, wrapping at its end.
+        sq.ring
+            .write_wrapping(sq.size.slot(sq.pi) * SEND_WQE_BB, staged.as_bytes());
+        let pi = sq.pi.wrapping_add(used);
+        let last_wqe = staged.get(last as usize..).unwrap_or(&[]);
+        sq.db.ring::<P>(Publish {
+            pi,
+            last_wqe,
+            last_ds,
+            nreq,
+            inline,
+        });
+        sq.pi = pi;
+        sq.fm_cache = fm_cache;
+        sq.unsignaled = unsignaled;
+        nreq
+    }
+
+    /// Discards the batch (`ibv_wr_abort`): nothing was written to the ring,
+    /// the doorbell record or the register. Same as dropping it.
+    pub fn abort(self) {}
+
+    /// Validates a finished work request, then formats it into the staging
+    /// area. On error nothing is written and the batch is unchanged.
+    fn encode(&mut self, d: &Desc<'_>, data: Data<'_>) -> Result<(), PostError> {
+        let lim = self.sq.lim;
+        let qp = lim.qp_type;
+        let op = d.op;
+        let nop = op == Op::Nop;
+
+        // ---- layout of the segments before the data ----------------------
+        let xrc = qp == QpType::Xrc && !matches!(op, Op::LocalInv | Op::Nop);
+        if xrc && d.xrc_srqn.is_none() {
+            return Err(PostError::MissingXrcSrqn);
+        }
+        let ud = qp == QpType::Ud && !nop;
+        if ud && d.ud.is_none() {
+            return Err(PostError::MissingUdAddress);
+        }
+        let tso = op == Op::Tso;
+        let eth = tso || (qp == QpType::RawPacket && op == Op::Send);
+        // The raw-send inline L2 header, taken from the frame's first bytes.
+        let eth_min = if eth && !tso {
+            usize::from(lim.eth_min_inline)
+        } else {
+            0
+        };
+        let mut l2 = [0u8; ETH_L2_INLINE_HEADER_SIZE];
+        if eth_min > 0 {
+            let got = match data {
+                Data::Frames(f) => gather(f.iter().map(|p| p.data), &mut l2),
+                Data::Inline(l) => gather(l.iter().copied(), &mut l2),
+                Data::Sges(_) => return Err(PostError::FrameBytesRequired),
+                Data::None => 0,
+            };
+            if got < eth_min {
+                return Err(PostError::EthHeaderTooShort);
+            }
+        }
+        let eth_hdr: &[u8] = if tso {
+            d.tso_hdr
+        } else {
+            l2.get(..eth_min).unwrap_or(&[])
+        };
+
+        let mut ds: u32 = 1;
+        if xrc {
+            ds += 1;
+        }
+        if ud {
+            ds += 3;
+            if tso {
+                ds += 1; // the 16-byte pad before the Ethernet segment
+            }
+        }
+        if eth {
+            ds += EthSeg::ds_for(eth_hdr.len()) as u32;
+        }
+        ds += op.op_ds();
+
+        // ---- the data -----------------------------------------------------
+        let atomic = op.atomic_size();
+        let skip = eth_min;
+        let mut inline_len = 0usize;
+        let mut is_inline = false;
+        match data {
+            Data::None => {}
+            Data::Sges(_) | Data::Frames(_) if matches!(op, Op::Nop | Op::LocalInv) => {
+                return Err(PostError::UnsupportedOp)
+            }
+            Data::Inline(_) if matches!(op, Op::Nop | Op::LocalInv | Op::Read) || atomic != 0 => {
+                return Err(PostError::UnsupportedOp)
+            }
+            Data::Sges(s) => {
+                if s.len() > lim.max_sge as usize {
+                    return Err(PostError::TooManySges);
+                }
+                let (n, total) = count_ptr(s.iter().map(|g| g.length), skip);
+                if tso && lim.max_tso != 0 && total > u64::from(lim.max_tso) {
+                    return Err(PostError::TsoPayloadTooLong);
+                }
+                ds += n;
+            }
+            Data::Frames(f) => {
+                if f.len() > lim.max_sge as usize {
+                    return Err(PostError::TooManySges);
+                }
+                let (n, total) = count_ptr(f.iter().map(FrameSge::len32), skip);
+                if tso && lim.max_tso != 0 && total > u64::from(lim.max_tso) {
+                    return Err(PostError::TsoPayloadTooLong);
+                }
+                ds += n;
+            }
+            Data::Inline(l) => {
+                is_inline = true;
+                let total: usize = l
+                    .iter()
+                    .map(|b| b.len())
+                    .fold(0usize, usize::saturating_add);
+                inline_len = total.saturating_sub(skip);
+                if inline_len > lim.max_inline as usize {
+                    return Err(PostError::InlineTooLong);
+                }
+                if inline_len > 0 {
+                    ds += InlineSeg::ds_for(inline_len) as u32;
+                }
+            }
+        }
+        if ds > u32::from(MAX_DS) {
+            return Err(PostError::WqeTooLarge);
+        }
+        let wqebbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
+
+        // ---- room ---------------------------------------------------------
+        let sq = &mut *self.sq;
+        let pi = sq.pi.wrapping_add(self.used);
+        if in_flight(pi, sq.ci) + wqebbs > sq.size.entries() {
+            return Err(PostError::QueueFull);
+        }
+        let start = self.used as usize;
+        let Some(region) = sq.staging.get_mut(start..start + wqebbs as usize) else {
+            return Err(PostError::BatchFull);
+        };
+
+        // ---- from here on nothing fails -----------------------------------
+        let mut ce = lim.sig_bits;
+        if d.flags & F_SIGNALED != 0 {
+            ce = WQE_CTRL_CQ_UPDATE;
+        }
+        if ce == 0 && lim.signal_every != 0 && self.unsignaled + wqebbs >= lim.signal_every {
+            ce = WQE_CTRL_CQ_UPDATE;
+        }
+        let fence = if d.flags & F_FENCE != 0 {
+            WQE_CTRL_FENCE
+        } else {
+            self.fm_cache
+        };
+        let se = if d.flags & F_SOLICITED != 0 {
+            WQE_CTRL_SOLICITED
+        } else {
+            0
+        };
+        let imm = match op {
+            Op::SendImm | Op::WriteImm | Op::SendInv | Op::LocalInv => d.imm,
+            _ => 0,
+        };
+        let (opcode, opmod) = op.opcode();
+        let index = wq_counter16(pi);
+
+        let mut w = Writer {
+            buf: region.as_mut_bytes(),
+            pos: 0,
+        };
+        let ctrl = CtrlSeg {
+            opmod_idx_opcode: OpmodIdxOpcode::new()
+                .with_opcode(opcode.raw())
+                .with_wqe_index(index)
+                .with_opmod(opmod),
+            qpn_ds: lim.qpn_ds.with_ds((ds as u8) & MAX_DS),
+            signature: 0,
+            dci_stream_channel_id: Be16::ZERO,
+            fm_ce_se: FmCeSe::from_bits(fence | ce | se),
+            imm: Be32::new(imm),
+        };
+        w.put(ctrl.as_bytes());
+        if let (true, Some(srqn)) = (xrc, d.xrc_srqn) {
+            w.put(
+                XrcSeg {
+                    xrc_srqn: Be32::new(srqn),
+                    reserved: [0; 12],
+                }
+                .as_bytes(),
+            );
+        }
+        if let (true, Some((av, remote_qpn, qkey))) = (ud, d.ud) {
+            // libmlx5 `_set_datagram_seg`: the AH's AV, then the remote QPN
+            // with the extended-AV bit and the Q_Key written over it.
+            let mut dg = *av;
+            dg.dqp_dct = DqpDct::from_bits(Be32::new(remote_qpn | EXTENDED_UD_AV));
+            dg.qkey = Be32::new(qkey);
+            w.put(dg.as_bytes());
+            if tso {
+                w.put(&[0; SEND_WQE_DS]);
+            }
+        }
+        if eth {
+            let mut e = EthSeg::default();
+            if d.flags & F_CSUM != 0 {
+                e.cs_flags = EthCsFlags::from_bits(ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM);
+            }
+            e.mss = Be16::new(d.mss);
+            e.inline_hdr_sz = Be16::new(eth_hdr.len() as u16);
+            let (first, rest) = eth_hdr.split_at(core::cmp::min(2, eth_hdr.len()));
+            if let [a, b] = *first {
+                e.inline_hdr_start = [a, b];
+            }
+            w.put(e.as_bytes());
+            w.put(rest);
+            w.pad16();
+        }
+        match op {
+            Op::Write | Op::WriteImm | Op::Read => {
+                w.put(raddr_seg(d).as_bytes());
+            }
+            Op::CmpSwp | Op::FetchAdd => {
+                w.put(raddr_seg(d).as_bytes());
+                w.put(
+                    AtomicSeg {
+                        swap_add: Be64::new(d.args[0]),
+                        compare: Be64::new(d.args[1]),
+                    }
+                    .as_bytes(),
+                );
+            }
+            Op::MaskedCs64 => {
+                w.put(raddr_seg(d).as_bytes());
+                let [swap, compare, swap_mask, compare_mask] = d.args.map(Be64::new);
+                w.put(
+                    MaskedAtomicSeg64 {
+                        swap_add: swap,
+                        compare,
+                        swap_add_mask: swap_mask,
+                        compare_mask,
+                    }
+                    .as_bytes(),
+                );
+            }
+            Op::MaskedFa64 => {
+                w.put(raddr_seg(d).as_bytes());
+                w.put(
+                    MaskedFa64Seg {
+                        add: Be64::new(d.args[0]),
+                        field_boundary: Be64::new(d.args[1]),
+                    }
+                    .as_bytes(),
+                );
+            }
+            Op::MaskedCs32 => {
+                w.put(raddr_seg(d).as_bytes());
+                let [swap, compare, swap_mask, compare_mask] = d.args.map(|v| Be32::new(v as u32));
+                w.put(
+                    MaskedCs32Seg {
+                        swap,
+                        compare,
+                        swap_mask,
+                        compare_mask,
+                    }
+                    .as_bytes(),
+                );
+            }
+            Op::MaskedFa32 => {
+                w.put(raddr_seg(d).as_bytes());
+                let seg = MaskedFa32Seg {
+                    add: Be32::new(d.args[0] as u32),
+                    field_boundary: Be32::new(d.args[1] as u32),
+                    reserved: [0; 8],
+                };
+                w.put(seg.as_bytes());
+            }
+            Op::LocalInv => {
+                let mut umr = [0u8; (UMR_CTRL_DS as usize) * SEND_WQE_DS];
+                umr[0] = UMR_CTRL_FLAGS_LOCAL_INV;
+                umr[8..16].copy_from_slice(&UMR_MKEY_MASK_LOCAL_INV.to_be_bytes());
+                w.put(&umr);
+                let mut mkey = [0u8; (MKEY_CTX_DS as usize) * SEND_WQE_DS];
+                mkey[0] = MKEY_CONTEXT_FREE;
+                mkey[4..8].copy_from_slice(&MKEY_QPN_FREE.to_be_bytes());
+                w.put(&mkey);
+            }
+            _ => {}
+        }
+        match data {
+            Data::None => {}
+            Data::Sges(s) => put_ptr(
+                &mut w,
+                s.iter().map(|g| (g.lkey, g.addr, g.length)),
+                skip,
+                atomic,
+            ),
+            Data::Frames(f) => put_ptr(
+                &mut w,
+                f.iter().map(|p| (p.lkey, p.addr, p.len32())),
+                skip,
+                atomic,
+            ),
+            Data::Inline(l) => {
+                if inline_len > 0 {
+                    let hdr = InlineByteCount::new()
+                        .with_byte_count((inline_len as u32) & 0x7fff_ffff)
+                        .with_inline(true);
+                    w.put(InlineSeg { byte_count: hdr }.as_bytes());
+                    let mut to_skip = skip;
+                    for piece in l {
+                        let cut = core::cmp::min(to_skip, piece.len());
+                        to_skip -= cut;
+                        w.put(piece.get(cut..).unwrap_or(&[]));
+                    }
+                    w.pad16();
+                }
+            }
+        }
+        w.zero_rest();
+
+        // ---- bookkeeping ----------------------------------------------------
+        let mut flags = 0;
+        if d.flags & F_SIGNALED != 0 {
+            flags |= SHADOW_SIGNALED;
+        }
+        if ce != 0 {
+            flags |= SHADOW_CQE;
+        }
+        let mask = sq.size.mask();
+        for k in 0..wqebbs {
+            if let Some(e) = sq.shadow.get_mut(((pi.wrapping_add(k)) & mask) as usize) {
+                *e = if k == 0 {
+                    super::SqShadowEntry {
+                        wr_id: d.wr_id,
+                        index,
+                        wqebbs: wqebbs as u8,
+                        flags,
+                    }
+                } else {
+                    super::SqShadowEntry::EMPTY
+                };
+            }
+        }
+        self.last = self.used;
+        self.used += wqebbs;
+        self.nreq += 1;
+        self.last_ds = ds as u8;
+        self.inline |= is_inline;
+        self.fm_cache = if op == Op::LocalInv {
+            WQE_CTRL_INITIATOR_SMALL_FENCE
+        } else {
+            0
+        };
+        self.unsignaled = if ce != 0 { 0 } else { self.unsignaled + wqebbs };
+        Ok(())
+    }
+}
+
+impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
+    /// Asks for a completion (`IBV_SEND_SIGNALED`).
+    #[inline(always)]
+    pub fn signaled(mut self) -> Self {
+        self.d.flags |= F_SIGNALED;
+        self
+    }
+
+    /// Asks for a completion if `yes`.
+    #[inline(always)]
+    pub fn signaled_if(mut self, yes: bool) -> Self {
+        if yes {
+            self.d.flags |= F_SIGNALED;
+        }
+        self
+    }
+
+    /// Sets the solicited-event bit (`IBV_SEND_SOLICITED`).
+    #[inline(always)]
+    pub fn solicited(mut self) -> Self {
+        self.d.flags |= F_SOLICITED;
+        self
+    }
+
+    /// Waits for earlier RDMA reads and atomics before this WQE
+    /// (`IBV_SEND_FENCE`; libmlx5 `MLX5_WQE_CTRL_FENCE`).
+    #[inline(always)]
+    pub fn fence(mut self) -> Self {
+        self.d.flags |= F_FENCE;
+        self
+    }
+
+    /// Requests L3 and L4 checksum offload (`IBV_SEND_IP_CSUM`): raw
+    /// Ethernet QPs with checksum offload only.
+    #[inline]
+    pub fn ip_csum(mut self) -> Result<Self, PostError> {
+        let lim = &self.batch.sq.lim;
+        if lim.qp_type != QpType::RawPacket || !lim.raw_csum {
+            return Err(PostError::UnsupportedOp);
+        }
+        self.d.flags |= F_CSUM;
+        Ok(self)
+    }
+
+    /// The UD destination (`ibv_wr_set_ud_addr`): the address vector of the
+    /// address handle, the remote QPN and Q_Key. UD QPs only.
+    #[inline]
+    pub fn ud_addr(
+        mut self,
+        av: &'x Av,
+        remote_qpn: u32,
+        remote_qkey: u32,
+    ) -> Result<Self, PostError> {
+        if self.batch.sq.lim.qp_type != QpType::Ud {
+            return Err(PostError::UnsupportedOp);
+        }
+        self.d.ud = Some((av, remote_qpn, remote_qkey));
+        Ok(self)
+    }
+
+    /// The remote XRC SRQ number (`ibv_wr_set_xrc_srqn`). XRC QPs only.
+    #[inline]
+    pub fn xrc_srqn(mut self, remote_srqn: u32) -> Result<Self, PostError> {
+        if self.batch.sq.lim.qp_type != QpType::Xrc {
+            return Err(PostError::UnsupportedOp);
+        }
+        self.d.xrc_srqn = Some(remote_srqn);
+        Ok(self)
+    }
+
+    /// Posts the work request without data (zero-length send or write, NOP,
+    /// local invalidate).
+    #[inline]
+    pub fn post(self) -> Result<(), PostError> {
+        self.batch.encode(&self.d, Data::None)
+    }
+
+    /// Posts with one SGE (`ibv_wr_set_sge`).
+    #[inline]
+    pub fn sge(self, lkey: u32, addr: u64, length: u32) -> Result<(), PostError> {
+        let sge = Sge { addr, length, lkey };
+        self.batch
+            .encode(&self.d, Data::Sges(core::slice::from_ref(&sge)))
+    }
+
+    /// Posts with an SGE list (`ibv_wr_set_sge_list`); zero-length entries
+    /// are skipped.
+    #[inline]
+    pub fn sge_list(self, sges: &[Sge]) -> Result<(), PostError> {
+        self.batch.encode(&self.d, Data::Sges(sges))
+    }
+
+    /// Posts with the data copied into the WQE (`ibv_wr_set_inline_data`).
+    #[inline]
+    pub fn inline_data(self, data: &[u8]) -> Result<(), PostError> {
+        self.batch
+            .encode(&self.d, Data::Inline(core::slice::from_ref(&data)))
+    }
+
+    /// Posts with the buffers copied into the WQE, concatenated
+    /// (`ibv_wr_set_inline_data_list`).
+    #[inline]
+    pub fn inline_data_list(self, bufs: &[&[u8]]) -> Result<(), PostError> {
+        self.batch.encode(&self.d, Data::Inline(bufs))
+    }
+
+    /// Posts a raw Ethernet frame in one piece of registered memory; its
+    /// first bytes become the inline L2 header.
+    #[inline]
+    pub fn frame(self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), PostError> {
+        let piece = FrameSge { lkey, addr, data };
+        self.batch
+            .encode(&self.d, Data::Frames(core::slice::from_ref(&piece)))
+    }
+
+    /// Posts a raw Ethernet frame in several pieces.
+    #[inline]
+    pub fn frame_list(self, pieces: &[FrameSge<'_>]) -> Result<(), PostError> {
+        self.batch.encode(&self.d, Data::Frames(pieces))
+    }
+}
+
+fn raddr_seg(d: &Desc<'_>) -> RaddrSeg {
+    RaddrSeg {
+        raddr: Be64::new(d.raddr),
+        rkey: Be32::new(d.rkey),
+        reserved: Be32::ZERO,
+    }
+}
+
+/// Copies the first bytes of `pieces` into `out`; returns how many it got.
+fn gather<'d>(pieces: impl Iterator<Item = &'d [u8]>, out: &mut [u8]) -> usize {
+    let mut got = 0;
+    for piece in pieces {
+        let Some(dst) = out.get_mut(got..) else { break };
+        let n = core::cmp::min(dst.len(), piece.len());
+        if let (Some(d), Some(s)) = (dst.get_mut(..n), piece.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        got += n;
+        if got == out.len() {
+            break;
+        }
+    }
+    got
+}
+
+/// Counts the pointer segments of a list after `skip` bytes went into the
+/// inline header (zero-length remainders are skipped) and their total length.
+fn count_ptr(lengths: impl Iterator<Item = u32>, mut skip: usize) -> (u32, u64) {
+    let mut n = 0;
+    let mut total = 0u64;
+    for len in lengths {
+        let cut = core::cmp::min(skip, len as usize);
+        skip -= cut;
+        let rest = len as usize - cut;
+        if rest > 0 {
+            n += 1;
+            total += rest as u64;
+        }
+    }
+    (n, total)
+}
+
+/// Writes the pointer segments of a list after `skip` bytes; atomics write
+/// their operand size as the byte count (libmlx5 `set_data_ptr_seg_atomic`).
+fn put_ptr(
+    w: &mut Writer<'_>,
+    pieces: impl Iterator<Item = (u32, u64, u32)>,
+    mut skip: usize,
+    atomic: u32,
+) {
+    for (lkey, addr, len) in pieces {
+        let cut = core::cmp::min(skip, len as usize);
+        skip -= cut;
+        let rest = len - cut as u32;
+        if rest == 0 {
+            continue;
+        }
+        let byte_count = if atomic != 0 { atomic } else { rest };
+        let seg = DataSeg {
+            byte_count: Be32::new(byte_count),
+            lkey: Be32::new(lkey),
+            addr: Be64::new(addr.wrapping_add(cut as u64)),
+        };
+        w.put(seg.as_bytes());
+    }
+}
+
+/// A cursor over the staged WQE. Writes past the end are dropped (they
+/// cannot happen: the WQE's size was computed before the region was taken).
+struct Writer<'s> {
+    buf: &'s mut [u8],
+    pos: usize,
+}
+
+impl Writer<'_> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.pos + bytes.len();
+        if let Some(dst) = self.buf.get_mut(self.pos..end) {
+            dst.copy_from_slice(bytes);
+        }
+        self.pos = end;
+    }
+
+    /// Zero-fills to the next 16-byte boundary (segment padding).
+    #[inline(always)]
+    fn pad16(&mut self) {
+        let end = self.pos.next_multiple_of(SEND_WQE_DS);
+        if let Some(dst) = self.buf.get_mut(self.pos..end) {
+            dst.fill(0);
+        }
+        self.pos = end;
+    }
+
+    /// Zero-fills to the end of the last WQEBB.
+    #[inline(always)]
+    fn zero_rest(&mut self) {
+        if let Some(dst) = self.buf.get_mut(self.pos..) {
+            dst.fill(0);
+        }
+    }
+}

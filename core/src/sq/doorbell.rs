@@ -1,0 +1,155 @@
+//! The send doorbell: doorbell record, then an 8-byte doorbell or a
+//! BlueFlame copy, with the barriers between them (PRM-FACTS §7, §14;
+//! rdma-core `providers/mlx5/qp.c` `post_send_db`).
+//!
+//! Which of the two register writes a batch uses is a policy fixed at compile
+//! time by a marker type, not a flag tested per WQE (STYLE point 10):
+//!
+//! | policy | rdma-core equivalent | BlueFlame when |
+//! |---|---|---|
+//! | [`DoorbellOnly`] | `MLX5_SHUT_UP_BF=1`, or a bfreg without BlueFlame (`uuarn == 0`) | never |
+//! | [`BlueFlameInline`] | `MLX5_POST_SEND_PREFER_BF=0` | the batch is one WQE that carries inline data |
+//! | [`BlueFlamePreferred`] | the default (`MLX5_POST_SEND_PREFER_BF` unset) | the batch is one WQE |
+//!
+//! and in both BlueFlame cases only if the WQE has more than one DS and fits
+//! the BlueFlame buffer (`1 < ds <= bf_buf_size / 16`), exactly libmlx5's
+//! test. A queue built with `bf_buf_size == 0` never uses BlueFlame.
+#![forbid(unsafe_code)]
+
+use crate::barrier;
+use crate::mmio::{DeviceWord, Register};
+use crate::prm::{SEND_WQE_BB, SEND_WQE_DS};
+
+use super::Wqebb;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How a batch's doorbell is rung: a compile-time choice (see the module
+/// documentation for the table).
+pub trait DoorbellPolicy: sealed::Sealed {
+    /// Whether BlueFlame is ever used.
+    const BLUEFLAME: bool;
+    /// Whether BlueFlame needs the WQE to carry inline data.
+    const BLUEFLAME_ONLY_INLINE: bool;
+}
+
+/// Always the 8-byte doorbell (rdma-core `MLX5_SHUT_UP_BF`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DoorbellOnly;
+/// BlueFlame for a single-WQE batch with inline data
+/// (rdma-core with `MLX5_POST_SEND_PREFER_BF=0`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlueFlameInline;
+/// BlueFlame for every single-WQE batch that fits (rdma-core's default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlueFlamePreferred;
+
+impl sealed::Sealed for DoorbellOnly {}
+impl sealed::Sealed for BlueFlameInline {}
+impl sealed::Sealed for BlueFlamePreferred {}
+
+impl DoorbellPolicy for DoorbellOnly {
+    const BLUEFLAME: bool = false;
+    const BLUEFLAME_ONLY_INLINE: bool = false;
+}
+impl DoorbellPolicy for BlueFlameInline {
+    const BLUEFLAME: bool = true;
+    const BLUEFLAME_ONLY_INLINE: bool = true;
+}
+impl DoorbellPolicy for BlueFlamePreferred {
+    const BLUEFLAME: bool = true;
+    const BLUEFLAME_ONLY_INLINE: bool = false;
+}
+
+/// What a completed batch hands to the doorbell.
+pub(super) struct Publish<'s> {
+    /// The new producer counter (next free WQEBB), free-running.
+    pub pi: u32,
+    /// The last WQE of the batch, whole WQEBBs, from the staging area.
+    pub last_wqe: &'s [Wqebb],
+    /// DS count of the last WQE.
+    pub last_ds: u8,
+    /// Number of WQEs in the batch (at least 1).
+    pub nreq: u32,
+    /// Whether the batch carried inline data.
+    pub inline: bool,
+}
+
+/// The doorbell record word and the BlueFlame register of one SQ.
+#[derive(Debug)]
+pub(super) struct Doorbell<'a> {
+    /// `dbrec[MLX5_SND_DBR]`: the SQ producer counter, big-endian.
+    dbrec: &'a DeviceWord<u32>,
+    /// The doorbell/BlueFlame register: two halves of `buf_size` bytes
+    /// (or one 8-byte doorbell when `buf_size == 0`).
+    reg: Register,
+    /// Size of one BlueFlame half in bytes (rdma-core `bf->buf_size`).
+    buf_size: usize,
+    /// Byte offset of the half the next write goes to (rdma-core `bf->offset`).
+    offset: usize,
+}
+
+impl<'a> Doorbell<'a> {
+    pub(super) fn new(
+        dbrec: &'a DeviceWord<u32>,
+        reg: Register,
+        buf_size: usize,
+        offset: usize,
+    ) -> Self {
+        Self {
+            dbrec,
+            reg,
+            buf_size,
+            offset,
+        }
+    }
+
+    /// Byte offset, within the register, of the half the next write uses.
+    pub(super) fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Publishes a batch whose WQEs are already in the ring: one doorbell
+    /// record write and one register write per batch.
+    #[inline(always)]
+    pub(super) fn ring<P: DoorbellPolicy>(&mut self, p: Publish<'_>) {
+        // 1. The WQE stores (already done, by the caller) must reach memory
+        //    before the device can learn of them from the doorbell record.
+        barrier::to_device();
+        // 2. Doorbell record: the 16-bit producer counter, big-endian
+        //    (rdma-core `qp->db[MLX5_SND_DBR] = htobe32(cur_post & 0xffff)`).
+        self.dbrec
+            .write_be(u32::from(crate::index::wq_counter16(p.pi)));
+        // 3. The doorbell record must be visible before the register write
+        //    that makes the device fetch (rdma-core `mmio_wc_start`).
+        barrier::wc_start();
+        // 4. BlueFlame copy of the single WQE, or the 8-byte doorbell: the
+        //    first 8 bytes of the last WQE's control segment.
+        let ds = usize::from(p.last_ds);
+        let use_bf = P::BLUEFLAME
+            && p.nreq == 1
+            && (p.inline || !P::BLUEFLAME_ONLY_INLINE)
+            && ds > 1
+            && ds * SEND_WQE_DS <= self.buf_size;
+        if use_bf {
+            let chunks = ds.div_ceil(SEND_WQE_BB / SEND_WQE_DS);
+            for (i, chunk) in p.last_wqe.iter().take(chunks).enumerate() {
+                self.reg
+                    .write_chunk64(self.offset + i * SEND_WQE_BB, &chunk.0);
+            }
+        } else if let Some(first) = p.last_wqe.first() {
+            let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = first.0;
+            self.reg
+                .write64_at(self.offset, [b0, b1, b2, b3, b4, b5, b6, b7]);
+        }
+        // 5. Flush the write-combining buffer before the next doorbell can
+        //    reuse it, so two doorbells never reach the device out of order
+        //    (rdma-core: `mmio_flush_writes()` before toggling `bf->offset`).
+        barrier::wc_flush();
+        // 6. Alternate BlueFlame halves, after plain doorbells too (rdma-core
+        //    `bf->offset ^= bf->buf_size`).
+        self.offset ^= self.buf_size;
+    }
+}

@@ -1,0 +1,892 @@
+//! Unit tests of the send queue over ordinary memory: a boxed slice as the
+//! SQ buffer, an 8-byte doorbell record, a 4 KiB array as the UAR page.
+
+use std::boxed::Box;
+use std::vec;
+use std::vec::Vec;
+
+use super::*;
+use crate::prm::{Av, SendOpcode, WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE};
+
+const UAR: usize = 4096;
+const BF_OFF: usize = 0x800;
+const BF_SIZE: u32 = 256;
+
+/// Device-side memory of one queue, allocated raw so that the test reads it
+/// through the same pointers the queue writes through.
+struct Mem {
+    ring: *mut [Wqebb],
+    dbrec: *mut [u32; 2],
+    uar: *mut [u64; UAR / 8],
+    wqe_cnt: usize,
+}
+
+impl Mem {
+    fn new(wqe_cnt: usize) -> Self {
+        Mem {
+            ring: Box::into_raw(vec![Wqebb([0xa5; 64]); wqe_cnt].into_boxed_slice()),
+            dbrec: Box::into_raw(Box::new([0xa5a5_a5a5; 2])),
+            uar: Box::into_raw(Box::new([0x3c3c_3c3c_3c3c_3c3c; UAR / 8])),
+            wqe_cnt,
+        }
+    }
+
+    fn read(p: *const u8, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        // SAFETY: `p` points into one of this `Mem`'s live allocations of at
+        // least `len` bytes; the queue is not running concurrently.
+        unsafe { core::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), len) };
+        v
+    }
+
+    fn ring(&self) -> Vec<u8> {
+        Self::read(self.ring.cast::<u8>(), self.wqe_cnt * 64)
+    }
+    fn dbrec(&self) -> Vec<u8> {
+        Self::read(self.dbrec.cast::<u8>(), 8)
+    }
+    fn uar(&self) -> Vec<u8> {
+        Self::read(self.uar.cast::<u8>(), UAR)
+    }
+    fn snapshot(&self) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+        (self.ring(), self.dbrec(), self.uar())
+    }
+
+    fn raw(&self) -> SqRawParts<'_> {
+        // SAFETY: the SQ word of the doorbell record is a live, aligned u32
+        // that only the queue writes while it lives.
+        let dbrec = unsafe { DeviceWord::from_ptr(self.dbrec.cast::<u32>().add(1)) };
+        SqRawParts {
+            buf: NonNull::new(self.ring.cast::<u8>()).expect("ring"),
+            wqe_cnt: self.wqe_cnt as u32,
+            dbrec,
+            // SAFETY: 0x800 + 2 * 256 <= 4096.
+            bf_reg: NonNull::new(unsafe { self.uar.cast::<u8>().add(BF_OFF) }).expect("uar"),
+            bf_buf_size: BF_SIZE,
+        }
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `new`; every queue over this
+        // memory borrowed `self` and is gone.
+        unsafe {
+            drop(Box::from_raw(self.ring));
+            drop(Box::from_raw(self.dbrec));
+            drop(Box::from_raw(self.uar));
+        }
+    }
+}
+
+/// Caller-lent memory of one queue.
+struct Lent {
+    shadow: Vec<SqShadowEntry>,
+    staging: Vec<Wqebb>,
+}
+
+impl Lent {
+    fn new(wqe_cnt: usize) -> Self {
+        Lent {
+            shadow: vec![SqShadowEntry::EMPTY; wqe_cnt],
+            staging: vec![Wqebb::ZERO; wqe_cnt.max(16)],
+        }
+    }
+}
+
+fn cfg(qp_type: QpType) -> SqConfig {
+    let mut c = SqConfig::new(qp_type, 0x123, 252, 4);
+    c.signal_every = 0;
+    c.atomics = true;
+    c.raw_csum = true;
+    if qp_type == QpType::RawPacket {
+        c.eth_min_inline = 18;
+        c.max_tso_header = 128;
+    }
+    c
+}
+
+fn queue<'a, P: DoorbellPolicy>(mem: &'a Mem, lent: &'a mut Lent, c: SqConfig) -> SendQueue<'a, P> {
+    // SAFETY: `mem` provides the ring, register and dbrec for `'a`, used by
+    // this queue only.
+    unsafe { SendQueue::<P>::new(mem.raw(), c, &mut lent.shadow, &mut lent.staging) }
+        .expect("queue")
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn ds_of(ring: &[u8], wqebb: usize) -> u32 {
+    be32(ring, wqebb * 64 + 4) & 0x3f
+}
+
+fn opcode_of(ring: &[u8], wqebb: usize) -> u8 {
+    ring[wqebb * 64 + 3]
+}
+
+const FRAME: [u8; 64] = {
+    let mut f = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        f[i] = i as u8;
+        i += 1;
+    }
+    f
+};
+
+#[test]
+fn rdma_write_single_sge_bytes() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.rdma_write(7, 0x00ab_cd01, 0x7f12_3456_0000)
+        .unwrap()
+        .signaled()
+        .sge(0x4321, 0x2_0000_1000, 1024)
+        .unwrap();
+    assert_eq!(b.complete(), 1);
+    let r = mem.ring();
+    let want: [u8; 48] = [
+        0x00, 0x00, 0x00, 0x08, 0x00, 0x01, 0x23, 0x03, 0, 0, 0, 0x08, 0, 0, 0, 0, // ctrl
+        0, 0, 0x7f, 0x12, 0x34, 0x56, 0, 0, 0x00, 0xab, 0xcd, 0x01, 0, 0, 0, 0, // raddr
+        0, 0, 0x04, 0x00, 0, 0, 0x43, 0x21, 0, 0, 0, 0x02, 0, 0, 0x10, 0x00, // data
+    ];
+    assert_eq!(&r[..48], &want);
+    assert_eq!(&r[48..64], &[0; 16]); // rest of the WQEBB zeroed
+    assert_eq!(mem.dbrec(), [0xa5, 0xa5, 0xa5, 0xa5, 0, 0, 0, 1]);
+    // Preferred BlueFlame, single WQE of 3 DS: a 64-byte BlueFlame copy.
+    let u = mem.uar();
+    assert_eq!(&u[BF_OFF..BF_OFF + 64], &r[..64]);
+    assert_eq!(sq.bf_offset(), BF_SIZE as usize);
+    assert_eq!(sq.producer(), 1);
+}
+
+#[test]
+fn op_support_per_qp_type() {
+    use QpType::*;
+    type R = Result<(), PostError>;
+    type F = for<'x, 'y, 'z> fn(&'x mut Batch<'y, 'z, DoorbellOnly>) -> R;
+    // (name, builder) → which QP types allow it.
+    let ok = |qp: QpType, f: F| {
+        let mem = Mem::new(16);
+        let mut lent = Lent::new(16);
+        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(qp));
+        let mut b = sq.start();
+        let r = f(&mut b);
+        b.abort();
+        r != Err(PostError::UnsupportedOp)
+    };
+    let table: [(&str, F, [bool; 5]); 12] = [
+        (
+            "send",
+            |b| b.send(1).map(drop),
+            [true, true, true, true, true],
+        ),
+        (
+            "send_imm",
+            |b| b.send_imm(1, 2).map(drop),
+            [true, true, true, true, false],
+        ),
+        (
+            "send_inv",
+            |b| b.send_inv(1, 2).map(drop),
+            [true, true, false, true, false],
+        ),
+        (
+            "rdma_write",
+            |b| b.rdma_write(1, 2, 3).map(drop),
+            [true, true, false, true, false],
+        ),
+        (
+            "rdma_write_imm",
+            |b| b.rdma_write_imm(1, 2, 3, 4).map(drop),
+            [true, true, false, true, false],
+        ),
+        (
+            "rdma_read",
+            |b| b.rdma_read(1, 2, 3).map(drop),
+            [true, false, false, true, false],
+        ),
+        (
+            "cmp_swp",
+            |b| b.atomic_cmp_swp(1, 2, 3, 4, 5).map(drop),
+            [true, false, false, true, false],
+        ),
+        (
+            "fetch_add",
+            |b| b.atomic_fetch_add(1, 2, 3, 4).map(drop),
+            [true, false, false, true, false],
+        ),
+        (
+            "masked_cs",
+            |b| b.masked_cmp_swp_u64(1, 2, 3, 4, 5, 6, 7).map(drop),
+            [true, false, false, true, false],
+        ),
+        (
+            "masked_fa",
+            |b| b.masked_fetch_add_u32(1, 2, 3, 4, 5).map(drop),
+            [true, false, false, true, false],
+        ),
+        (
+            "local_inv",
+            |b| b.local_inv(1, 2).map(drop),
+            [true, true, false, true, false],
+        ),
+        (
+            "nop",
+            |b| b.nop(1).map(drop),
+            [true, true, true, true, true],
+        ),
+    ];
+    for (name, f, want) in table {
+        for (qp, w) in [Rc, Uc, Ud, Xrc, RawPacket].into_iter().zip(want) {
+            assert_eq!(ok(qp, f), w, "{name} on {qp:?}");
+        }
+    }
+    // TSO: raw Ethernet, and UD when the QP has LSO.
+    assert!(ok(RawPacket, |b| b.tso(1, &[0; 54], 1460).map(drop)));
+    assert!(!ok(Rc, |b| b.tso(1, &[0; 54], 1460).map(drop)));
+    assert!(!ok(Ud, |b| b.tso(1, &[0; 54], 1460).map(drop)));
+    // Atomics need the capability.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut c = cfg(Rc);
+    c.atomics = false;
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    assert_eq!(
+        sq.start().atomic_fetch_add(1, 2, 3, 4).err(),
+        Some(PostError::UnsupportedOp)
+    );
+}
+
+#[test]
+fn every_operation_formats_on_every_type() {
+    // Post each allowed operation once per QP type and check opcode, DS and
+    // that the whole WQE is published.
+    use QpType::*;
+    let av = Av::default();
+    let hdr: Vec<u8> = FRAME[..54].to_vec();
+    for qp in [Rc, Uc, Ud, Xrc, RawPacket] {
+        let mem = Mem::new(64);
+        let mut lent = Lent::new(64);
+        let mut c = cfg(qp);
+        c.max_tso_header = 128;
+        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+        let mut b = sq.start();
+        let mut expect: Vec<(u8, u32)> = Vec::new();
+        // Per-type prefix DS: XRC +1, UD +3, raw Ethernet segment +2.
+        let pre = match qp {
+            Xrc => 2,
+            Ud => 4,
+            RawPacket => 3,
+            _ => 1,
+        };
+        macro_rules! go {
+            ($wr:expr, $op:expr, $ds:expr) => {
+                if let Ok(mut wr) = $wr {
+                    if qp == Ud {
+                        wr = wr.ud_addr(&av, 0xabc, 0x1111).unwrap();
+                    }
+                    if qp == Xrc {
+                        wr = wr.xrc_srqn(0x77).unwrap();
+                    }
+                    wr.frame(5, 0x1000, &FRAME).unwrap();
+                    expect.push(($op as u8, $ds));
+                }
+            };
+        }
+        // On a raw QP the frame's first 18 bytes go inline and the rest is
+        // one pointer segment; other QPs post it as one pointer segment.
+        go!(b.send(1), SendOpcode::Send.raw(), pre + 1);
+        go!(b.send_imm(2, 9), SendOpcode::SendImm.raw(), pre + 1);
+        go!(b.send_inv(3, 9), SendOpcode::SendInval.raw(), pre + 1);
+        go!(b.rdma_write(4, 1, 2), SendOpcode::RdmaWrite.raw(), pre + 2);
+        go!(
+            b.rdma_write_imm(5, 1, 2, 3),
+            SendOpcode::RdmaWriteImm.raw(),
+            pre + 2
+        );
+        go!(b.rdma_read(6, 1, 2), SendOpcode::RdmaRead.raw(), pre + 2);
+        go!(
+            b.atomic_cmp_swp(7, 1, 2, 3, 4),
+            SendOpcode::AtomicCs.raw(),
+            pre + 3
+        );
+        go!(
+            b.atomic_fetch_add(8, 1, 2, 3),
+            SendOpcode::AtomicFa.raw(),
+            pre + 3
+        );
+        go!(
+            b.masked_cmp_swp_u64(9, 1, 2, 3, 4, 5, 6),
+            SendOpcode::AtomicMaskedCs.raw(),
+            pre + 4
+        );
+        go!(
+            b.masked_cmp_swp_u32(10, 1, 2, 3, 4, 5, 6),
+            SendOpcode::AtomicMaskedCs.raw(),
+            pre + 3
+        );
+        go!(
+            b.masked_fetch_add_u64(11, 1, 2, 3, 4),
+            SendOpcode::AtomicMaskedFa.raw(),
+            pre + 3
+        );
+        go!(
+            b.masked_fetch_add_u32(12, 1, 2, 3, 4),
+            SendOpcode::AtomicMaskedFa.raw(),
+            pre + 3
+        );
+        if qp == RawPacket {
+            // TSO: ctrl + Ethernet segment with a 54-byte header (5 DS) + data.
+            b.tso(13, &hdr, 1460).unwrap().sge(5, 0x1000, 9000).unwrap();
+            expect.push((SendOpcode::Tso.raw(), 7));
+        }
+        if let Ok(wr) = b.local_inv(14, 0x55) {
+            wr.post().unwrap();
+            expect.push((SendOpcode::Umr.raw(), 8));
+        }
+        b.nop(15).unwrap().post().unwrap();
+        expect.push((SendOpcode::Nop.raw(), 1));
+        b.complete();
+        let r = mem.ring();
+        let mut at = 0usize;
+        for (op, ds) in expect {
+            assert_eq!(opcode_of(&r, at), op, "{qp:?} opcode at WQEBB {at}");
+            assert_eq!(ds_of(&r, at), ds, "{qp:?} DS of opcode {op:#x}");
+            at += ds.div_ceil(4) as usize;
+        }
+        assert_eq!(sq.producer() as usize, at, "{qp:?}");
+    }
+}
+
+#[test]
+fn segment_layouts() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Xrc));
+    let mut b = sq.start();
+    // XRC compare-and-swap: ctrl | xrc | raddr | atomic | data(8).
+    b.atomic_cmp_swp(1, 0x11, 0x2222, 0x33, 0x44)
+        .unwrap()
+        .xrc_srqn(0x77)
+        .unwrap()
+        .sge(0x9, 0xa000, 64)
+        .unwrap();
+    // Masked 64-bit CS: ctrl | xrc | raddr | 32-byte masked seg | data(8), opmod 9.
+    b.masked_cmp_swp_u64(2, 1, 2, 3, 4, 5, 6)
+        .unwrap()
+        .xrc_srqn(0x77)
+        .unwrap()
+        .sge(9, 0xb000, 8)
+        .unwrap();
+    // XRC without an SRQ number is refused.
+    assert_eq!(b.send(3).unwrap().post(), Err(PostError::MissingXrcSrqn));
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(be32(&r, 16), 0x77); // xrc_srqn
+    assert_eq!(&r[32..40], &0x2222u64.to_be_bytes()); // raddr
+    assert_eq!(be32(&r, 40), 0x11); // rkey
+    assert_eq!(&r[48..56], &0x44u64.to_be_bytes()); // swap
+    assert_eq!(&r[56..64], &0x33u64.to_be_bytes()); // compare
+    assert_eq!(be32(&r, 64), 8); // result SGE byte count forced to 8
+    let w2 = 128;
+    assert_eq!(r[w2], 0x09); // opmod
+    assert_eq!(opcode_of(&r, 2), 0x14);
+    assert_eq!(&r[w2 + 48..w2 + 56], &5u64.to_be_bytes()); // swap
+    assert_eq!(&r[w2 + 56..w2 + 64], &3u64.to_be_bytes()); // compare
+    assert_eq!(&r[w2 + 64..w2 + 72], &6u64.to_be_bytes()); // swap mask
+    assert_eq!(&r[w2 + 72..w2 + 80], &4u64.to_be_bytes()); // compare mask
+    assert_eq!(be32(&r, w2 + 80), 8);
+}
+
+#[test]
+fn local_invalidate_fences_the_next_wqe() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.local_inv(1, 0x1234_5678)
+        .unwrap()
+        .signaled()
+        .post()
+        .unwrap();
+    b.complete();
+    assert_eq!(sq.fm_cache(), WQE_CTRL_INITIATOR_SMALL_FENCE);
+    // The fence survives into the next batch and is consumed by one WQE.
+    let mut b = sq.start();
+    b.send(2).unwrap().post().unwrap();
+    b.send(3).unwrap().fence().post().unwrap();
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(opcode_of(&r, 0), 0x25);
+    assert_eq!(be32(&r, 12), 0x1234_5678); // imm = rkey
+    assert_eq!(r[16], 0x98); // UMR flags
+    assert_eq!(&r[24..32], &0x2000_6000u64.to_be_bytes()); // mkey mask
+    assert_eq!(r[64], 0x40); // mkey free
+    assert_eq!(be32(&r, 68), 0xffff_ff00);
+    assert_eq!(r[2 * 64 + 11], WQE_CTRL_INITIATOR_SMALL_FENCE);
+    assert_eq!(r[3 * 64 + 11], WQE_CTRL_FENCE);
+    assert_eq!(sq.fm_cache(), 0);
+}
+
+#[test]
+fn inline_wraps_the_ring_end() {
+    let mem = Mem::new(8);
+    let mut lent = Lent::new(8);
+    let mut c = cfg(QpType::Rc);
+    c.start_pi = 7; // last WQEBB
+    let mut sq = queue::<BlueFlameInline>(&mem, &mut lent, c);
+    let data: Vec<u8> = (0..100u8).collect();
+    let mut b = sq.start();
+    b.send(1).unwrap().inline_data(&data).unwrap();
+    b.complete();
+    let r = mem.ring();
+    // ctrl at WQEBB 7, inline header at +16, 44 data bytes to the end, the
+    // other 56 at the start of the ring, then zero padding.
+    assert_eq!(ds_of(&r, 7), 1 + 7);
+    assert_eq!(be32(&r, 7 * 64 + 16), 0x8000_0000 | 100);
+    assert_eq!(&r[7 * 64 + 20..8 * 64], &data[..44]);
+    assert_eq!(&r[..56], &data[44..]);
+    assert_eq!(&r[56..64], &[0; 8]);
+    assert_eq!(sq.producer(), 9);
+    assert_eq!(mem.dbrec()[4..], [0, 0, 0, 9]);
+    // BlueFlame (inline, single WQE, 8 DS = 128 bytes): a contiguous copy.
+    let u = mem.uar();
+    assert_eq!(&u[BF_OFF..BF_OFF + 64], &r[7 * 64..8 * 64]);
+    assert_eq!(&u[BF_OFF + 64..BF_OFF + 128], &r[..64]);
+}
+
+#[test]
+fn raw_ethernet_header_and_sge_advance() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::RawPacket));
+    let mut b = sq.start();
+    b.send(1)
+        .unwrap()
+        .ip_csum()
+        .unwrap()
+        .frame_list(&[
+            FrameSge::with_addr(1, 0x1000, &FRAME[..10]),
+            FrameSge::with_addr(2, 0x2000, &FRAME[10..18]),
+            FrameSge::with_addr(3, 0x3000, &FRAME[18..64]),
+        ])
+        .unwrap();
+    assert_eq!(
+        b.send(2).unwrap().sge(1, 2, 64),
+        Err(PostError::FrameBytesRequired)
+    );
+    assert_eq!(
+        b.send(3).unwrap().frame(1, 2, &FRAME[..12]),
+        Err(PostError::EthHeaderTooShort)
+    );
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(ds_of(&r, 0), 4);
+    assert_eq!(r[20], 0xc0); // L3 | L4 checksum
+    assert_eq!(&r[28..30], &[0, 18]); // inline_hdr_sz
+    assert_eq!(&r[30..48], &FRAME[..18]);
+    assert_eq!(be32(&r, 48), 46); // the third piece, whole
+    assert_eq!(be32(&r, 52), 3);
+}
+
+#[test]
+fn ud_and_tso() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut c = cfg(QpType::Ud);
+    c.max_tso_header = 128;
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let av = Av {
+        rgid: [7; 16],
+        key_reserved: crate::prm::Be32::new(0xdead),
+        ..Av::default()
+    };
+    let mut b = sq.start();
+    assert_eq!(
+        b.send(1).unwrap().sge(1, 2, 3),
+        Err(PostError::MissingUdAddress)
+    );
+    b.send(1)
+        .unwrap()
+        .ud_addr(&av, 0xabc, 0x1111_1111)
+        .unwrap()
+        .sge(1, 2, 3)
+        .unwrap();
+    let hdr = [9u8; 40];
+    b.tso(2, &hdr, 1400)
+        .unwrap()
+        .ud_addr(&av, 0xabc, 0x2222)
+        .unwrap()
+        .sge(1, 2, 3)
+        .unwrap();
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(be32(&r, 16), 0x1111_1111); // qkey
+    assert_eq!(be32(&r, 20), 0xdead); // kept from the AV
+    assert_eq!(be32(&r, 24), 0x8000_0abc); // extended AV | remote QPN
+    assert_eq!(&r[48..64], &[7; 16]);
+    assert_eq!(ds_of(&r, 0), 5);
+    // UD TSO: ctrl | datagram | pad | Ethernet segment (40-byte header) | data.
+    let w = 2 * 64;
+    assert_eq!(opcode_of(&r, 2), 0x0e);
+    assert_eq!(&r[w + 64..w + 80], &[0; 16]);
+    assert_eq!(&r[w + 86..w + 88], &1400u16.to_be_bytes());
+    assert_eq!(&r[w + 92..w + 94], &[0, 40]);
+    assert_eq!(ds_of(&r, 2), 1 + 3 + 1 + 4 + 1); // Ethernet segment: 14 + 40 bytes = 4 DS
+}
+
+#[test]
+fn errors_leave_ring_doorbell_and_register_untouched() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut c = cfg(QpType::RawPacket);
+    c.max_sge = 2;
+    c.max_inline_data = 32;
+    c.max_tso = 100;
+    let before = mem.snapshot();
+    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
+    let big = [0u8; 300];
+    let hdr = [0u8; 54];
+    {
+        let mut b = sq.start();
+        let s = Sge::new(1, 2, 3);
+        assert_eq!(
+            b.send(1).unwrap().inline_data(&big[..18 + 33]),
+            Err(PostError::InlineTooLong)
+        );
+        let f = FrameSge::with_addr(1, 2, &FRAME);
+        assert_eq!(
+            b.send(1).unwrap().frame_list(&[f, f, f]),
+            Err(PostError::TooManySges)
+        );
+        assert_eq!(
+            b.tso(1, &big[..129], 1).err(),
+            Some(PostError::TsoHeaderTooLong)
+        );
+        assert_eq!(
+            b.tso(1, &big[..13], 1).err(),
+            Some(PostError::TsoHeaderTooShort)
+        );
+        assert_eq!(
+            b.tso(1, &hdr, 1).unwrap().sge_list(&[Sge::new(1, 2, 101)]),
+            Err(PostError::TsoPayloadTooLong)
+        );
+        assert_eq!(
+            b.send(1).unwrap().frame(1, 2, &FRAME[..17]),
+            Err(PostError::EthHeaderTooShort)
+        );
+        assert_eq!(
+            b.send(1).unwrap().sge_list(&[s]),
+            Err(PostError::FrameBytesRequired)
+        );
+        assert_eq!(b.rdma_write(1, 2, 3).err(), Some(PostError::UnsupportedOp));
+        assert!(b.is_empty());
+        assert_eq!(b.complete(), 0);
+    }
+    assert_eq!(mem.snapshot(), before);
+    assert_eq!((sq.producer(), sq.bf_offset()), (0, 0));
+}
+
+#[test]
+fn wqe_too_large_and_queue_full_and_batch_full() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut c = cfg(QpType::Rc);
+    c.max_inline_data = 2000;
+    let before = mem.snapshot();
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let big = [1u8; 1000];
+    let mut b = sq.start();
+    assert_eq!(
+        b.send(1).unwrap().inline_data(&big[..993]),
+        Err(PostError::WqeTooLarge)
+    );
+    // 16 WQEBBs: a 4-WQEBB WQE four times, then full.
+    for i in 0..4 {
+        b.send(i).unwrap().inline_data(&big[..200]).unwrap();
+    }
+    assert_eq!(b.send(9).unwrap().post(), Err(PostError::QueueFull));
+    b.abort();
+    assert_eq!(mem.snapshot(), before);
+
+    // A staging area smaller than the ring bounds the batch instead.
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    lent.staging.truncate(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let mut b = sq.start();
+    for i in 0..16 {
+        b.nop(i).unwrap().post().unwrap();
+    }
+    assert_eq!(b.nop(16).unwrap().post(), Err(PostError::BatchFull));
+    assert_eq!(b.complete(), 16);
+}
+
+#[test]
+fn abort_and_drop_leave_everything_untouched() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let before = mem.snapshot();
+    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.send(1).unwrap().inline_data(&FRAME).unwrap();
+    b.local_inv(2, 3).unwrap().post().unwrap();
+    b.abort();
+    {
+        let mut b = sq.start();
+        b.rdma_write(3, 1, 2).unwrap().sge(1, 2, 3).unwrap();
+        // dropped without complete
+    }
+    assert_eq!(mem.snapshot(), before);
+    assert_eq!((sq.producer(), sq.fm_cache(), sq.bf_offset()), (0, 0, 0));
+}
+
+#[test]
+fn blueflame_alternates_and_policies_choose() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, cfg(QpType::Rc));
+    let uar0 = mem.uar();
+    let mut b = sq.start();
+    b.send(1).unwrap().sge(1, 2, 3).unwrap();
+    b.complete();
+    let r = mem.ring();
+    let u1 = mem.uar();
+    assert_eq!(&u1[BF_OFF..BF_OFF + 64], &r[..64]);
+    assert_eq!(&u1[BF_OFF + 256..], &uar0[BF_OFF + 256..]);
+    let mut b = sq.start();
+    b.send(2).unwrap().sge(1, 2, 3).unwrap();
+    b.complete();
+    let r = mem.ring();
+    let u2 = mem.uar();
+    assert_eq!(&u2[BF_OFF + 256..BF_OFF + 320], &r[64..128]);
+    assert_eq!(sq.bf_offset(), 0);
+    // Two WQEs: 8-byte doorbell of the last one, at the current half.
+    let mut b = sq.start();
+    b.send(3).unwrap().sge(1, 2, 3).unwrap();
+    b.send(4).unwrap().sge(1, 2, 3).unwrap();
+    b.complete();
+    let r = mem.ring();
+    let u3 = mem.uar();
+    assert_eq!(&u3[BF_OFF..BF_OFF + 8], &r[3 * 64..3 * 64 + 8]);
+    assert_eq!(&u3[BF_OFF + 8..BF_OFF + 64], &u2[BF_OFF + 8..BF_OFF + 64]);
+    assert_eq!(sq.bf_offset(), 256);
+    // A 1-DS WQE (NOP) never goes by BlueFlame.
+    let mut b = sq.start();
+    b.nop(5).unwrap().post().unwrap();
+    b.complete();
+    let u4 = mem.uar();
+    assert_eq!(
+        &u4[BF_OFF + 256..BF_OFF + 264],
+        &mem.ring()[4 * 64..4 * 64 + 8]
+    );
+    assert_eq!(
+        &u4[BF_OFF + 264..BF_OFF + 320],
+        &u3[BF_OFF + 264..BF_OFF + 320]
+    );
+
+    // BlueFlameInline: pointer send → doorbell; inline send → BlueFlame.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<BlueFlameInline>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.send(1).unwrap().sge(1, 2, 3).unwrap();
+    b.complete();
+    let u = mem.uar();
+    assert_eq!(&u[BF_OFF..BF_OFF + 8], &mem.ring()[..8]);
+    assert_eq!(u[BF_OFF + 8], 0x3c);
+    let mut b = sq.start();
+    b.send(2).unwrap().inline_data(&FRAME[..16]).unwrap();
+    b.complete();
+    assert_eq!(&mem.uar()[BF_OFF + 256..BF_OFF + 320], &mem.ring()[64..128]);
+
+    // DoorbellOnly: always 8 bytes, halves still alternate.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.send(1).unwrap().inline_data(&FRAME[..16]).unwrap();
+    b.complete();
+    let u = mem.uar();
+    assert_eq!(&u[BF_OFF..BF_OFF + 8], &mem.ring()[..8]);
+    assert_eq!(u[BF_OFF + 8], 0x3c);
+    assert_eq!(sq.bf_offset(), 256);
+}
+
+#[test]
+fn retire_checks_counters_and_frees_wqebbs() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut c = cfg(QpType::Rc);
+    c.start_pi = 0xfffe; // WQE index wraps at 0xffff
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let mut b = sq.start();
+    b.send(10).unwrap().post().unwrap(); // 0xfffe, 1 WQEBB
+    b.send(11).unwrap().inline_data(&FRAME).unwrap(); // 0xffff, 2 WQEBBs
+    b.send(12).unwrap().signaled().post().unwrap(); // 0x0001
+    b.send(13).unwrap().signaled().post().unwrap(); // 0x0002
+    b.complete();
+    assert_eq!(sq.outstanding(), 5);
+    assert_eq!(
+        sq.retire(0x0000),
+        Err(RetireError::NotWqeStart { wqe_counter: 0 })
+    );
+    assert_eq!(
+        sq.retire(0x0003),
+        Err(RetireError::NotInFlight { wqe_counter: 3 })
+    );
+    assert_eq!(
+        sq.retire(0x1234),
+        Err(RetireError::NotInFlight {
+            wqe_counter: 0x1234
+        })
+    );
+    let mut seen = Vec::new();
+    let r = sq
+        .retire_each(0x0001, |w| seen.push((w.wr_id, w.signaled, w.last)))
+        .unwrap();
+    assert_eq!(
+        r,
+        Retired {
+            wr_id: 12,
+            wqebbs: 4
+        }
+    );
+    assert_eq!(
+        seen,
+        [(10, false, false), (11, false, false), (12, true, true)]
+    );
+    // A counter already retired is refused.
+    assert_eq!(
+        sq.retire(0xfffe),
+        Err(RetireError::NotInFlight {
+            wqe_counter: 0xfffe
+        })
+    );
+    assert_eq!(
+        sq.retire(0x0002),
+        Ok(Retired {
+            wr_id: 13,
+            wqebbs: 1
+        })
+    );
+    assert_eq!(sq.outstanding(), 0);
+    assert_eq!(sq.free_wqebbs(), 16);
+}
+
+#[test]
+fn queue_never_overwrites_unretired_wqes() {
+    let mem = Mem::new(4);
+    let mut lent = Lent::new(4);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    for i in 0..4 {
+        b.send(i).unwrap().signaled().post().unwrap();
+    }
+    b.complete();
+    let full = mem.snapshot();
+    let mut b = sq.start();
+    assert_eq!(b.send(9).unwrap().post(), Err(PostError::QueueFull));
+    b.complete();
+    assert_eq!(mem.snapshot(), full);
+    sq.retire(1).unwrap();
+    let mut b = sq.start();
+    b.send(9).unwrap().post().unwrap();
+    b.send(10).unwrap().post().unwrap();
+    assert_eq!(b.send(11).unwrap().post(), Err(PostError::QueueFull));
+    b.complete();
+    assert_eq!(sq.producer(), 6);
+}
+
+#[test]
+fn unsignaled_queue_is_drained_by_forced_cqes() {
+    let mem = Mem::new(8);
+    let mut lent = Lent::new(8);
+    let mut c = cfg(QpType::Rc);
+    c.signal_every = u32::MAX; // default: half the ring
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let mut b = sq.start();
+    for i in 0..8 {
+        b.send(i).unwrap().post().unwrap();
+    }
+    b.complete();
+    let r = mem.ring();
+    let ce: Vec<bool> = (0..8)
+        .map(|i| r[i * 64 + 11] & WQE_CTRL_CQ_UPDATE != 0)
+        .collect();
+    assert_eq!(ce, [false, false, false, true, false, false, false, true]);
+    let e = sq.shadow(3).unwrap();
+    assert!(e.cqe_requested() && !e.signaled());
+    // The forced CQEs retire everything.
+    sq.retire(3).unwrap();
+    sq.retire(7).unwrap();
+    assert_eq!(sq.outstanding(), 0);
+}
+
+#[test]
+fn sge_list_skips_zero_length_and_atomics_force_result_size() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.send(1)
+        .unwrap()
+        .sge_list(&[
+            Sge::new(1, 0x10, 100),
+            Sge::new(2, 0x20, 0),
+            Sge::new(3, 0x30, 300),
+        ])
+        .unwrap();
+    assert_eq!(
+        b.send(2).unwrap().sge_list(&[Sge::default(); 5]),
+        Err(PostError::TooManySges)
+    );
+    b.masked_fetch_add_u32(3, 1, 2, 3, 4)
+        .unwrap()
+        .sge(7, 0x40, 64)
+        .unwrap();
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(ds_of(&r, 0), 3);
+    assert_eq!(be32(&r, 16), 100);
+    assert_eq!(be32(&r, 32), 300);
+    assert_eq!(r[64], 0x08); // opmod: 4-byte extended atomic
+    assert_eq!(be32(&r, 64 + 48), 4); // result SGE: operand size
+}
+
+#[test]
+fn constructor_checks_its_parts() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut raw = mem.raw();
+    raw.wqe_cnt = 12;
+    // SAFETY: refused before any access.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly>::new(raw, cfg(QpType::Rc), &mut lent.shadow, &mut lent.staging)
+    };
+    assert_eq!(r.err(), Some(SqConfigError::BadWqeCount));
+    let mut c = cfg(QpType::Rc);
+    c.qpn = 1 << 24;
+    // SAFETY: as above.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly>::new(mem.raw(), c, &mut lent.shadow, &mut lent.staging)
+    };
+    assert_eq!(r.err(), Some(SqConfigError::BadQpn));
+    let mut short = vec![SqShadowEntry::EMPTY; 8];
+    // SAFETY: as above.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly>::new(mem.raw(), cfg(QpType::Rc), &mut short, &mut lent.staging)
+    };
+    assert_eq!(r.err(), Some(SqConfigError::ShadowTooSmall));
+    let mut c = cfg(QpType::RawPacket);
+    c.eth_min_inline = 14;
+    // SAFETY: as above.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly>::new(mem.raw(), c, &mut lent.shadow, &mut lent.staging)
+    };
+    assert_eq!(r.err(), Some(SqConfigError::BadEthMinInline));
+}

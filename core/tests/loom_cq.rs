@@ -1,0 +1,220 @@
+//! `loom` models of the completion-queue handshakes (PRM-FACTS §9.2, §9.5,
+//! §14).
+//!
+//! 1. **Owner-bit handoff.** The device writes a CQE's body, then (release)
+//!    its `op_own` byte with the owner bit of the current pass; the consumer
+//!    reads `op_own`, checks the owner bit against its consumer index, calls
+//!    [`barrier::from_device`] and only then reads the body. It must never
+//!    see a stale body under a fresh owner bit.
+//! 2. **Slot handback.** On a one-entry CQ the device may write the next
+//!    CQE into the slot only after the consumer's `set_ci` says the slot is
+//!    free; the consumer calls [`barrier::from_device_done`] between its last
+//!    read of the entry and the `set_ci` write. The device's next write must
+//!    never race with the consumer's read.
+//!
+//! In hardware `op_own` is byte 63 of the same 64-byte entry; the model keeps
+//! it in its own [`DeviceWord`] (a `loom` atomic) and bytes 0..=62 in a
+//! `loom` cell, so that `loom` tracks the body and the ownership byte
+//! separately. The device's side uses [`barrier::peer`]. Every model has
+//! `#[should_panic]` variants with one barrier removed, so it is not vacuous.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p mlx5dp --release --test 'loom_*'`.
+#![cfg(loom)]
+
+use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+
+use loom::sync::Arc;
+use loom::thread;
+use mlx5dp::barrier;
+use mlx5dp::mmio::DeviceWord;
+use mlx5dp::sync::UnsafeCell;
+
+/// CQE bytes 0..=62 (everything but `op_own`).
+type CqeBody = [u8; 63];
+
+/// `op_own` as UCX and DPDK initialise every CQE: opcode INVALID (0xF),
+/// owner 1, so the first pass (which expects owner 0) sees it as
+/// hardware-owned.
+const OP_OWN_INIT: u8 = 0xf1;
+/// CQE opcode `MLX5_CQE_REQ` (send completion).
+const CQE_REQ: u8 = 0x0;
+/// CQE opcode `MLX5_CQE_INVALID`.
+const CQE_INVALID: u8 = 0xf;
+
+/// The body of the `n`-th completion: `byte_cnt` (44..48) and
+/// `wqe_counter` (60..62) distinguish one completion from another and from
+/// the zeroed initial slot.
+fn body_for(n: u16) -> CqeBody {
+    let mut body = [0u8; 63];
+    body[44..48].copy_from_slice(&(64 * (u32::from(n) + 1)).to_be_bytes());
+    body[60..62].copy_from_slice(&n.to_be_bytes());
+    body
+}
+
+/// A one-entry CQ (`log_cqe_cnt` = 0) and its doorbell record `set_ci`.
+struct Cq {
+    body: UnsafeCell<CqeBody>,
+    op_own: DeviceWord<u8>,
+    set_ci: DeviceWord<u32>,
+}
+
+impl Cq {
+    fn new() -> Self {
+        Self {
+            body: UnsafeCell::new([0; 63]),
+            op_own: DeviceWord::new(OP_OWN_INIT),
+            set_ci: DeviceWord::new(0),
+        }
+    }
+}
+
+/// Which barrier a variant leaves out.
+#[derive(Clone, Copy, PartialEq)]
+enum Variant {
+    Correct,
+    ConsumerWithoutFromDevice,
+    ConsumerWithoutFromDeviceDone,
+    DeviceWithoutRelease,
+}
+
+/// The device writes completion `n` into the slot, pass `n` (one entry, so
+/// the owner bit of pass `n` is `n & 1`).
+fn device_write_cqe(cq: &Cq, n: u16, variant: Variant) {
+    // 1. The body (one DMA write of bytes 0..=62).
+    cq.body.with_mut(|body| {
+        // SAFETY: the device owns the slot (initially, or after the
+        // consumer's set_ci handed it back); loom checks the claim.
+        unsafe { *body = body_for(n) }
+    });
+    // 2. Body before ownership byte (Release; the consumer's from_device is
+    //    the Acquire).
+    if variant != Variant::DeviceWithoutRelease {
+        barrier::peer::release_entry();
+    }
+    // 3. `op_own`: opcode REQ, owner bit of this pass.
+    cq.op_own.write((CQE_REQ << 4) | (n & 1) as u8);
+}
+
+/// One poll of the slot at consumer index `ci` (the ownership rule of
+/// rdma-core `get_sw_cqe`): the body if the CQE is software-owned.
+fn poll_once(cq: &Cq, ci: u32, variant: Variant) -> Option<CqeBody> {
+    // 1. Read the ownership byte once (volatile / Relaxed).
+    let op_own = cq.op_own.read();
+    let owner_expected = (ci & 1) as u8; // (ci >> log_cqe_cnt) & 1, log = 0
+    if op_own >> 4 == CQE_INVALID || op_own & 1 != owner_expected {
+        return None;
+    }
+    // 2. The ownership read before the body reads (Acquire; pairs with the
+    //    device's release_entry).
+    if variant != Variant::ConsumerWithoutFromDevice {
+        barrier::from_device();
+    }
+    // 3. Copy the entry out once; decode the copy.
+    Some(cq.body.with(|body| {
+        // SAFETY: a read of device-written ring memory; loom panics if it is
+        // not ordered after the device's write, or races with its next one.
+        unsafe { *body }
+    }))
+}
+
+/// Model 1: one completion, the consumer polls twice.
+fn handoff_model(variant: Variant, got: &'static AtomicUsize) {
+    loom::model(move || {
+        let cq = Arc::new(Cq::new());
+        let dev = {
+            let cq = Arc::clone(&cq);
+            thread::spawn(move || device_write_cqe(&cq, 0, variant))
+        };
+        for _ in 0..2 {
+            if let Some(body) = poll_once(&cq, 0, variant) {
+                assert_eq!(body, body_for(0), "consumer read a stale CQE body");
+                got.fetch_add(1, StdOrdering::Relaxed);
+                break;
+            }
+        }
+        dev.join().expect("device thread panicked");
+    });
+}
+
+#[test]
+fn owner_bit_handoff_never_exposes_a_stale_cqe() {
+    static GOT: AtomicUsize = AtomicUsize::new(0);
+    handoff_model(Variant::Correct, &GOT);
+    assert!(GOT.load(StdOrdering::Relaxed) > 0);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn handoff_model_catches_a_missing_from_device() {
+    static GOT: AtomicUsize = AtomicUsize::new(0);
+    handoff_model(Variant::ConsumerWithoutFromDevice, &GOT);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn handoff_model_catches_a_device_without_release() {
+    static GOT: AtomicUsize = AtomicUsize::new(0);
+    handoff_model(Variant::DeviceWithoutRelease, &GOT);
+}
+
+/// Model 2: two completions through one slot. The consumer takes the first,
+/// hands the slot back with `set_ci = 1`, and polls for the second; the
+/// device writes the second only after it has seen `set_ci = 1`.
+fn handback_model(variant: Variant, got_both: &'static AtomicUsize) {
+    loom::model(move || {
+        let cq = Arc::new(Cq::new());
+        let dev = {
+            let cq = Arc::clone(&cq);
+            thread::spawn(move || {
+                device_write_cqe(&cq, 0, variant);
+                // The device reads set_ci (one DMA read per look) and reuses
+                // the slot only once the consumer has freed it.
+                for _ in 0..2 {
+                    if cq.set_ci.read_be() & 0xff_ffff >= 1 {
+                        // set_ci before the slot's reuse (Acquire; pairs with
+                        // the consumer's from_device_done).
+                        barrier::peer::acquire_consumer_index();
+                        device_write_cqe(&cq, 1, variant);
+                        return;
+                    }
+                    loom::thread::yield_now();
+                }
+            })
+        };
+        let mut ci = 0u32;
+        for _ in 0..4 {
+            let Some(body) = poll_once(&cq, ci, variant) else {
+                loom::thread::yield_now();
+                continue;
+            };
+            assert_eq!(body, body_for(ci as u16), "consumer read a stale CQE body");
+            ci += 1;
+            // Every read of the consumed entry before the write that frees
+            // its slot (Release; the device's acquire_consumer_index is the
+            // Acquire).
+            if variant != Variant::ConsumerWithoutFromDeviceDone {
+                barrier::from_device_done();
+            }
+            cq.set_ci.write_be(ci & 0xff_ffff);
+            if ci == 2 {
+                got_both.fetch_add(1, StdOrdering::Relaxed);
+                break;
+            }
+        }
+        dev.join().expect("device thread panicked");
+    });
+}
+
+#[test]
+fn slot_handback_never_races_the_next_cqe() {
+    static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
+    handback_model(Variant::Correct, &GOT_BOTH);
+    assert!(GOT_BOTH.load(StdOrdering::Relaxed) > 0);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn handback_model_catches_a_missing_from_device_done() {
+    static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
+    handback_model(Variant::ConsumerWithoutFromDeviceDone, &GOT_BOTH);
+}

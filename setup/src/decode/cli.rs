@@ -1,0 +1,213 @@
+//! The `mlx5dp decode` subcommand: its arguments and what it prints.
+//!
+//! `main.rs` only dispatches here, so the whole command is callable (and
+//! tested) as a library function: [`run`] takes the arguments and standard
+//! input and returns the text to print, or a [`CliError`] whose `Display`
+//! is the one-line message and whose [`CliError::exit_code`] is the exit
+//! status (2 for bad input, 1 for an I/O failure).
+
+use super::cqe::{decode_cqe, CqeSize};
+use super::mini::{decode_minis, MiniFormat};
+use super::wqe::{decode_wqe, QpType};
+use super::DecodeError;
+use crate::hexdump::{self, HexError};
+use std::fmt;
+use std::io::Read;
+
+const INPUT_HELP: &str = "Bytes as plain hex (`00 11 22`, `001122`), kernel print_hex_dump lines \
+(`00000030: 00 ..`, with any dmesg/device prefix and an optional ASCII column) or rdma-core \
+word dumps (`00000000 0000f6d2 ..`). Several arguments are joined with spaces. No argument, \
+or `-`, reads standard input.";
+
+/// `mlx5dp decode`: turn CQE, WQE or mini-CQE bytes from a dump into fields.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DecodeArgs {
+    /// What the bytes are.
+    #[command(subcommand)]
+    pub what: DecodeWhat,
+}
+
+/// The formats `mlx5dp decode` knows.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum DecodeWhat {
+    /// A completion queue entry (64 bytes, or a 128-byte slot).
+    Cqe {
+        /// CQE size of the CQ; default: the input length (64 or 128 bytes).
+        #[arg(long, value_enum)]
+        cqe_size: Option<CqeSize>,
+        /// Print one JSON object instead of a field list.
+        #[arg(long)]
+        json: bool,
+        /// The bytes (see INPUT below); none or `-` reads standard input.
+        #[arg(value_name = "HEX", long_help = INPUT_HELP)]
+        hex: Vec<String>,
+    },
+    /// A send work queue entry (whole 16-byte units, up to 16 WQEBBs).
+    Wqe {
+        /// QP type, which decides the segment layout; default: inferred from the bytes (the output says how).
+        #[arg(long, value_enum)]
+        qp: Option<QpType>,
+        /// Print one JSON object instead of a field list.
+        #[arg(long)]
+        json: bool,
+        /// The bytes (see INPUT below); none or `-` reads standard input.
+        #[arg(value_name = "HEX", long_help = INPUT_HELP)]
+        hex: Vec<String>,
+    },
+    /// Mini-CQEs of a compressed session (8 bytes each; several allowed).
+    MiniCqe {
+        /// The format the CQ was created with (`req` for a send CQ).
+        #[arg(long, value_enum)]
+        format: MiniFormat,
+        /// Print ONE JSON array with one object per mini (even for a single mini).
+        #[arg(long)]
+        json: bool,
+        /// The bytes (see INPUT below); none or `-` reads standard input.
+        #[arg(value_name = "HEX", long_help = INPUT_HELP)]
+        hex: Vec<String>,
+    },
+}
+
+/// Why `mlx5dp decode` failed. `Display` is one line.
+#[derive(Debug)]
+pub enum CliError {
+    /// The dump text could not be read.
+    Input(HexError),
+    /// The bytes do not fit the format.
+    Decode(DecodeError),
+    /// Standard input is not UTF-8 text.
+    NotText,
+    /// Standard input could not be read.
+    Io(std::io::Error),
+}
+
+impl CliError {
+    /// The process exit status: 2 for bad input, 1 for an I/O failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Io(_) => 1,
+            CliError::Input(_) | CliError::Decode(_) | CliError::NotText => 2,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Input(e) => write!(f, "bad input: {e}"),
+            CliError::Decode(e) => write!(f, "bad input: {e}"),
+            CliError::NotText => write!(f, "bad input: standard input is not UTF-8 text"),
+            CliError::Io(e) => write!(f, "cannot read standard input: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl From<HexError> for CliError {
+    fn from(e: HexError) -> Self {
+        CliError::Input(e)
+    }
+}
+
+impl From<DecodeError> for CliError {
+    fn from(e: DecodeError) -> Self {
+        CliError::Decode(e)
+    }
+}
+
+/// The dump text: the arguments joined with spaces, or standard input.
+fn input_text(hex: &[String], stdin: &mut dyn Read) -> Result<String, CliError> {
+    if hex.is_empty() || (hex.len() == 1 && hex[0] == "-") {
+        let mut raw = Vec::new();
+        stdin.read_to_end(&mut raw).map_err(CliError::Io)?;
+        String::from_utf8(raw).map_err(|_| CliError::NotText)
+    } else {
+        Ok(hex.join(" "))
+    }
+}
+
+fn render(json: bool, value: serde_json::Value, human: String) -> String {
+    if json {
+        let mut s = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+        s.push('\n');
+        s
+    } else {
+        human
+    }
+}
+
+/// Runs `mlx5dp decode`: returns what to print on standard output.
+pub fn run(args: &DecodeArgs, stdin: &mut dyn Read) -> Result<String, CliError> {
+    match &args.what {
+        DecodeWhat::Cqe {
+            cqe_size,
+            json,
+            hex,
+        } => {
+            let bytes = hexdump::parse(&input_text(hex, stdin)?)?;
+            let d = decode_cqe(&bytes, *cqe_size)?;
+            Ok(render(*json, d.to_json(), d.to_human()))
+        }
+        DecodeWhat::Wqe { qp, json, hex } => {
+            let bytes = hexdump::parse(&input_text(hex, stdin)?)?;
+            let d = decode_wqe(&bytes, *qp)?;
+            Ok(render(*json, d.to_json(), d.to_human()))
+        }
+        DecodeWhat::MiniCqe { format, json, hex } => {
+            let bytes = hexdump::parse(&input_text(hex, stdin)?)?;
+            let d = decode_minis(&bytes, *format)?;
+            Ok(render(*json, d.to_json(), d.to_human()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cqe_args(hex: &[&str], json: bool) -> DecodeArgs {
+        DecodeArgs {
+            what: DecodeWhat::Cqe {
+                cqe_size: None,
+                json,
+                hex: hex.iter().map(|s| s.to_string()).collect(),
+            },
+        }
+    }
+
+    const ROW3: &str = "00000030: 00 00 00 00 0f 00 78 06 25 00 00 58 00 da ac d2";
+
+    fn cqe_text() -> String {
+        let mut t = String::new();
+        for off in [0, 0x10, 0x20] {
+            t.push_str(&format!("{off:08x}: {}\n", ["00"; 16].join(" ")));
+        }
+        t.push_str(ROW3);
+        t
+    }
+
+    #[test]
+    fn stdin_and_arguments_agree() {
+        let text = cqe_text();
+        let from_stdin = run(&cqe_args(&[], true), &mut text.as_bytes()).unwrap();
+        let from_dash = run(&cqe_args(&["-"], true), &mut text.as_bytes()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let from_args = run(&cqe_args(&lines, true), &mut std::io::empty()).unwrap();
+        assert_eq!(from_stdin, from_dash);
+        assert_eq!(from_stdin, from_args);
+        let v: serde_json::Value = serde_json::from_str(&from_stdin).unwrap();
+        assert_eq!(v["wc_status"], 6);
+    }
+
+    #[test]
+    fn bad_input_is_exit_2() {
+        for hex in [&["0"][..], &["zz"], &["00", "11"], &[""]] {
+            let e = run(&cqe_args(hex, false), &mut std::io::empty()).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{hex:?}");
+            assert!(!e.to_string().contains('\n'));
+        }
+        let e = run(&cqe_args(&[], false), &mut &[0xffu8, 0xfe][..]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}
