@@ -5,4 +5,5 @@
 //!   and the record format of `hw-traces/`.
 
 pub mod decode;
+pub mod emu;
 pub mod hexdump;

@@ -191,7 +191,7 @@ fn error_cqe_json_keys_and_values() {
     assert_eq!(j["s_wqe_opcode"], 8);
     assert_eq!(j["s_wqe_opcode_name"], "rdma_write");
     assert_eq!(j["owner"], 0);
-    assert_eq!(j["se"], true);
+    assert_eq!(j["se"], 1);
     // Integers are JSON numbers.
     assert!(j["timestamp"].is_u64());
     assert!(j["byte_cnt"].is_u64());

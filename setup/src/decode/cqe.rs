@@ -232,7 +232,7 @@ impl DecodedCqe {
             .text("format", c.format().name())
             .dec("format_raw", c.op_own.format())
             .dec("owner", u8::from(c.op_own.owner()))
-            .flag("se", c.op_own.se())
+            .dec("se", u8::from(c.op_own.se()))
             .hex("signature", c.signature, 2)
             .hex("qpn", self.qpn(), 6)
             .hex("wqe_counter", c.wqe_counter.get(), 4)
@@ -384,7 +384,7 @@ mod tests {
         assert_eq!(j["opcode_raw"], 13);
         assert_eq!(j["format"], "no_inline");
         assert_eq!(j["owner"], 0);
-        assert_eq!(j["se"], true);
+        assert_eq!(j["se"], 1);
         assert_eq!(j["syndrome"], 6);
         assert_eq!(j["syndrome_name"], "mw_bind_err");
         assert_eq!(j["vendor_syndrome"], 0x78);
