@@ -59,7 +59,7 @@
 //!
 //! # A CPU playing the device
 //!
-//! On x86-64 three of the primitives are compiler barriers only: the hardware
+//! On x86-64 four of the primitives are compiler barriers only: the hardware
 //! (total store order, in-order loads from write-back memory) does the rest.
 //! That is exactly right for a PCIe device. A second CPU thread that plays
 //! the device (the emulated device of `mlx5dp-setup`) gets the same hardware

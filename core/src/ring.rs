@@ -97,6 +97,48 @@ impl<'a> RingBuf<'a> {
         true
     }
 
+    /// Copies whole 64-byte blocks (WQEBBs) into the ring from byte `offset`
+    /// (taken modulo the ring length, a multiple of 64), wrapping at the end
+    /// between blocks: one fixed-size copy per block, no `memcpy` call.
+    /// Returns `false` and writes nothing if `src` is longer than the ring,
+    /// `src.len()` or `offset` is not a multiple of 64, or the ring is
+    /// shorter than 64 bytes.
+    #[inline(always)]
+    pub fn write_wrapping_64(&mut self, offset: usize, src: &[u8]) -> bool {
+        let len = self.len();
+        if src.len() > len || src.len() % 64 != 0 || offset % 64 != 0 || len < 64 {
+            return false;
+        }
+        if let Ok(block) = <&[u8; 64]>::try_from(src) {
+            // One block (the one-WQEBB batch): no loop.
+            let at = offset & self.mask;
+            // SAFETY: as in the loop below.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    block,
+                    self.base.as_ptr().add(at).cast::<[u8; 64]>(),
+                    1,
+                );
+            }
+            return true;
+        }
+        for (i, block) in src.chunks_exact(64).enumerate() {
+            let at = offset.wrapping_add(64 * i) & self.mask;
+            // SAFETY: `len` is a power of two of at least 64, so `at` (a
+            // multiple of 64 below `len`) leaves 64 bytes before the ring's
+            // end, valid for writes (constructor contract); `block` is 64
+            // bytes of a Rust slice, which cannot overlap ring memory.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    block.as_ptr().cast::<[u8; 64]>(),
+                    self.base.as_ptr().add(at).cast::<[u8; 64]>(),
+                    1,
+                );
+            }
+        }
+        true
+    }
+
     /// Copies `dst.len()` bytes out of the ring starting at byte `offset`
     /// (modulo the ring length), wrapping at the end. Returns `false` and
     /// reads nothing if `dst` is longer than the ring.
@@ -140,6 +182,23 @@ mod tests {
         assert!(!r.write_wrapping(0, &[0; 65]));
         assert_eq!(&mem[60..64], &[1, 2, 3, 4]);
         assert_eq!(&mem[0..2], &[5, 6]);
+    }
+
+    #[test]
+    fn blocks_wrap_between_blocks() {
+        let mut mem = vec![0u8; 256];
+        let p = mem.as_mut_ptr();
+        // SAFETY: `mem` outlives the ring and is only accessed through it.
+        let mut r = unsafe { RingBuf::new(p, 256) }.unwrap();
+        let src: std::vec::Vec<u8> = (0..128u8).collect();
+        assert!(r.write_wrapping_64(192 + 256, &src));
+        assert!(!r.write_wrapping_64(0, &src[..65]));
+        assert!(!r.write_wrapping_64(8, &src[..64]));
+        assert!(!r.write_wrapping_64(0, &[0; 320]));
+        let mut out = [0u8; 128];
+        assert!(r.read_wrapping(192, &mut out));
+        assert_eq!(&out[..], &src[..]);
+        assert_eq!(&mem[64..192], &[0; 128][..]);
     }
 
     #[test]

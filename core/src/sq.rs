@@ -111,11 +111,14 @@
 
 mod batch;
 mod doorbell;
+mod fast;
+mod kind;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use batch::{Batch, FrameSge, Sge, Wr};
 pub use doorbell::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy};
+pub use kind::{AnyQp, QpKind, RawPacketQp, RcQp, UcQp, UdQp, XrcQp};
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -338,6 +341,8 @@ pub enum SqConfigError {
     BadEthMinInline,
     /// `bf_buf_size` is not a multiple of 64.
     BadBlueFlameSize,
+    /// `config.qp_type` is not the QP type the queue's [`QpKind`] fixes.
+    QpTypeMismatch,
 }
 
 /// Why a completion's WQE counter was refused.
@@ -380,6 +385,9 @@ pub struct RetiredWr {
 struct Limits {
     qp_type: QpType,
     qpn_ds: QpnDs,
+    /// `qpn_ds` with DS 0, as the host-order value of the big-endian field
+    /// (the fast paths add the DS count: [`fast::ds_bits`]).
+    qpn_ds_bits: u32,
     max_inline: u32,
     max_sge: u32,
     sig_bits: u8,
@@ -393,9 +401,11 @@ struct Limits {
 
 /// A send queue over raw parts; one owner (`Send`, not `Sync`).
 ///
-/// `P` fixes the doorbell policy at compile time (see [`DoorbellPolicy`]).
+/// `P` fixes the doorbell policy at compile time (see [`DoorbellPolicy`]);
+/// `Q` the QP type, when it is known at compile time (see [`QpKind`]: with
+/// [`AnyQp`], the default, every work request tests [`SqConfig::qp_type`]).
 #[derive(Debug)]
-pub struct SendQueue<'a, P: DoorbellPolicy = BlueFlamePreferred> {
+pub struct SendQueue<'a, P: DoorbellPolicy = BlueFlamePreferred, Q: QpKind = AnyQp> {
     ring: RingBuf<'a>,
     size: RingSize,
     /// Free-running WQEBB producer counter of published WQEs.
@@ -410,11 +420,34 @@ pub struct SendQueue<'a, P: DoorbellPolicy = BlueFlamePreferred> {
     shadow: &'a mut [SqShadowEntry],
     staging: &'a mut [Wqebb],
     db: Doorbell<'a>,
-    _policy: PhantomData<P>,
+    _policy: PhantomData<(P, Q)>,
 }
 
-impl<'a, P: DoorbellPolicy> SendQueue<'a, P> {
-    /// Builds a send queue from its raw parts.
+impl<'a, P: DoorbellPolicy> SendQueue<'a, P, AnyQp> {
+    /// Builds a send queue from its raw parts; the QP type is the one of
+    /// `config`, tested per work request ([`AnyQp`]).
+    ///
+    /// `shadow` needs `wqe_cnt` entries; `staging` at least 16 WQEBBs (one
+    /// largest WQE), ideally `wqe_cnt` (see the module documentation).
+    ///
+    /// # Safety
+    ///
+    /// As for [`SendQueue::new_typed`].
+    pub unsafe fn new(
+        raw: SqRawParts<'a>,
+        config: SqConfig,
+        shadow: &'a mut [SqShadowEntry],
+        staging: &'a mut [Wqebb],
+    ) -> Result<Self, SqConfigError> {
+        // SAFETY: the caller upholds `new_typed`'s contract.
+        unsafe { Self::new_typed(raw, config, shadow, staging) }
+    }
+}
+
+impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
+    /// Builds a send queue whose QP type is fixed at compile time by `Q`
+    /// (STYLE point 10: the per-work-request tests of the QP type vanish).
+    /// `config.qp_type` must be `Q`'s type ([`SqConfigError::QpTypeMismatch`]).
     ///
     /// `shadow` needs `wqe_cnt` entries; `staging` at least 16 WQEBBs (one
     /// largest WQE), ideally `wqe_cnt` (see the module documentation).
@@ -433,12 +466,15 @@ impl<'a, P: DoorbellPolicy> SendQueue<'a, P> {
     ///   writes it;
     /// - the QP is a `config.qp_type` QP with the limits of `config`, and
     ///   no other software posts to its SQ.
-    pub unsafe fn new(
+    pub unsafe fn new_typed(
         raw: SqRawParts<'a>,
         config: SqConfig,
         shadow: &'a mut [SqShadowEntry],
         staging: &'a mut [Wqebb],
     ) -> Result<Self, SqConfigError> {
+        if Q::TYPE.is_some_and(|t| t != config.qp_type) {
+            return Err(SqConfigError::QpTypeMismatch);
+        }
         let size = RingSize::new(raw.wqe_cnt).ok_or(SqConfigError::BadWqeCount)?;
         let ring_len = (raw.wqe_cnt as usize)
             .checked_mul(SEND_WQE_BB)
@@ -483,6 +519,7 @@ impl<'a, P: DoorbellPolicy> SendQueue<'a, P> {
         let lim = Limits {
             qp_type: config.qp_type,
             qpn_ds,
+            qpn_ds_bits: qpn_ds.with_ds(0).into_bits().get(),
             max_inline: config.max_inline_data,
             max_sge: config.max_sge,
             sig_bits: if config.sig_all {
@@ -515,13 +552,17 @@ impl<'a, P: DoorbellPolicy> SendQueue<'a, P> {
     /// Starts a posting batch (`ibv_wr_start`). Nothing reaches the device
     /// until [`Batch::complete`]; dropping the batch aborts it.
     #[inline]
-    pub fn start(&mut self) -> Batch<'_, 'a, P> {
+    pub fn start(&mut self) -> Batch<'_, 'a, P, Q> {
         Batch::new(self)
     }
 
-    /// The QP type.
+    /// The QP type: a constant when `Q` fixes it.
+    #[inline(always)]
     pub fn qp_type(&self) -> QpType {
-        self.lim.qp_type
+        match Q::TYPE {
+            Some(t) => t,
+            None => self.lim.qp_type,
+        }
     }
 
     /// Number of WQEBBs in the ring.

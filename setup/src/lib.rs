@@ -4,6 +4,8 @@
 //! - [`decode`]: `mlx5dp decode`: CQEs, WQEs and mini-CQEs as fields or JSON,
 //!   and the record format of `hw-traces/`.
 
+pub mod backend;
 pub mod decode;
 pub mod emu;
+pub mod encode;
 pub mod hexdump;

@@ -4,6 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use mlx5dp_setup::decode::cli as decode_cli;
+use mlx5dp_setup::encode::cli as encode_cli;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -19,6 +20,8 @@ struct Cli {
 enum Command {
     /// Decode CQE, WQE or mini-CQE bytes from a kernel, rdma-core or DPDK dump.
     Decode(decode_cli::DecodeArgs),
+    /// Encode work requests into the exact WQEs and doorbells the core posts.
+    Encode(encode_cli::EncodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -26,6 +29,14 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Decode(args) => decode_cli::run(args, &mut std::io::stdin().lock())
             .map_err(|e| (e.exit_code(), e.to_string())),
+        Command::Encode(args) => {
+            let out = encode_cli::run(args, &mut std::io::stdin().lock());
+            // Printed even on error: what was posted before a refused work request.
+            let _ = std::io::stdout().lock().write_all(out.stdout.as_bytes());
+            out.result
+                .map(|()| String::new())
+                .map_err(|e| (e.exit_code(), e.to_string()))
+        }
     };
     match result {
         Ok(text) => {

@@ -13,7 +13,9 @@
 //! [`PollBatch::end_poll`] (or drop) writes the consumer-index doorbell
 //! record once. [`Cq::poll_wc`] is the `ibv_poll_cq` equivalent.
 //! Compressed sessions (both layouts, every mini format) are unpacked
-//! transparently by the scalar reference in [`zip`].
+//! transparently: each mini array is decoded at once by the path in
+//! [`CqConfig::unzip`] (scalar, SSE4.1, AVX2 or NEON; [`zip::UnzipPath`]),
+//! all bit for bit equal to the scalar reference [`zip::expand`].
 //!
 //! Panic policy: nothing here panics on device data; malformed input is a
 //! [`PollError`].
@@ -21,21 +23,25 @@
 mod completion;
 mod mem;
 pub mod zip;
+#[cfg(target_arch = "aarch64")]
+pub mod zip_neon;
+#[cfg(target_arch = "x86_64")]
+pub mod zip_x86;
 
 pub use completion::{Completion, Origin, TimestampFormat, Wc, WcFlags, WcOpcode};
-pub use zip::{Layout, MiniView};
+pub use zip::{Layout, MiniView, UnzipPath};
 
 use crate::barrier;
 use crate::index::RingSize;
 use crate::mmio::Register;
 use crate::prm::{
-    cq_arm_doorbell, CqArmWord, Cqe64, CqeFormat, CqeOpcode, MiniCqe, MiniCqeArray, MiniCqeFormat,
+    cq_arm_doorbell, CqArmWord, Cqe64, CqeFormat, CqeOpcode, MiniCqeArray, MiniCqeFormat,
     MprqByteCnt, OpOwn, Syndrome, WcStatus, CQE_INVALIDATE, CQ_DB_REQ_NOT, CQ_DB_REQ_NOT_SOL,
     ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE, UAR_CQ_DOORBELL_OFFSET,
 };
 use core::ptr::NonNull;
 use mem::{CqRing, DbRec};
-use zip::Session;
+use zip::{MiniBatch, Session, Unzip};
 
 /// CQE size (`cqe_sz`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +99,10 @@ pub struct CqConfig {
     pub striding_rq: bool,
     /// Timestamp format of the CQ.
     pub timestamp: TimestampFormat,
+    /// Decoder of compressed sessions. Defaults to the best path the crate
+    /// was compiled for ([`UnzipPath::compile_time`]); a caller with `std`
+    /// may pick a better one after runtime detection (see [`UnzipPath`]).
+    pub unzip: UnzipPath,
 }
 
 impl Default for CqConfig {
@@ -101,6 +111,7 @@ impl Default for CqConfig {
             compression: None,
             striding_rq: false,
             timestamp: TimestampFormat::RealTime,
+            unzip: UnzipPath::compile_time(),
         }
     }
 }
@@ -666,7 +677,7 @@ impl Cq {
                 self.broken = true;
                 Err(PollError::UnexpectedCompressed { ci })
             }
-            Some((Layout::Basic, _)) => {
+            Some((Layout::Basic, format)) => {
                 let count = cqe.byte_cnt.get();
                 if count < 2 || count > self.size.entries() {
                     self.broken = true;
@@ -675,40 +686,63 @@ impl Cq {
                 self.title = Some(*cqe);
                 self.running = cqe.wqe_counter.get();
                 self.cur.inline = [0; 64];
+                // The arrays are decoded as they are reached (`next_mini`).
                 self.session = Some(Session {
                     base: ci,
                     count,
                     next: 0,
-                    minis: [MiniCqe::default(); MINI_CQE_ARRAY_SIZE],
+                    unzip: Unzip::new(cqe, self.mini_view(format)),
+                    template: zip::template(cqe),
+                    batch: MiniBatch::new(cqe),
                 });
                 Ok(())
             }
-            Some((Layout::Enhanced, _)) => {
+            Some((Layout::Enhanced, format)) => {
                 let count = zip::enhanced_count(cqe.op_own);
-                if count as usize > ENHANCED_MAX_MINIS || self.title.is_none() {
-                    self.broken = true;
-                    return Err(PollError::BadEnhancedBlock { ci, count });
-                }
+                let title = match self.title.as_ref() {
+                    Some(title) if count as usize <= ENHANCED_MAX_MINIS => title,
+                    _ => {
+                        self.broken = true;
+                        return Err(PollError::BadEnhancedBlock { ci, count });
+                    }
+                };
                 self.cur.inline = [0; 64];
+                // The minis fill the CQE from byte 0: decode all of them
+                // now (lane 7, bytes 56–63, is never reported).
+                let array: MiniCqeArray = zerocopy::transmute!(*cqe);
+                let unzip = Unzip::new(title, self.mini_view(format));
+                let template = zip::template(title);
+                let mut batch = MiniBatch::new(title);
+                self.cfg
+                    .unzip
+                    .decode(unzip, &array.minis, self.running, &mut batch);
+                self.running = batch.end_counter(unzip, count as usize, self.running);
                 self.session = Some(Session {
                     base: ci,
                     count,
                     next: 0,
-                    minis: Session::enhanced_minis(cqe),
+                    unzip,
+                    template,
+                    batch,
                 });
                 Ok(())
             }
         }
     }
 
+    /// How minis of format `format` read on this CQ.
+    fn mini_view(&self, format: MiniCqeFormat) -> MiniView {
+        MiniView {
+            format,
+            striding: self.cfg.striding_rq,
+        }
+    }
+
     /// The next mini of the open session, expanded; closes the session
     /// (invalidating its slots in the basic layout) after the last one.
     fn next_mini(&mut self) -> Result<Cqe64, PollError> {
-        let (Some(session), Some(title), Some((layout, format))) = (
-            self.session.as_mut(),
-            self.title.as_ref(),
-            self.cfg.compression,
-        ) else {
+        let (Some(session), Some((layout, _))) = (self.session.as_mut(), self.cfg.compression)
+        else {
             self.broken = true;
             return Err(PollError::Broken);
         };
@@ -716,25 +750,23 @@ impl Cq {
         let basic = layout == Layout::Basic;
         if basic && i % 8 == 0 {
             // Load mini array k: in the session (its offset < count, which
-            // is at most the ring size).
+            // is at most the ring size). Decode it whole, once: the path
+            // and the session's format were fixed before (no per-mini test).
             let k = i / 8;
             let slot = self
                 .size
                 .slot(session.base.wrapping_add(zip::basic_array_offset(k)));
             let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(slot));
-            session.minis = array.minis;
+            let n = (session.count - i).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
+            self.cfg.unzip.decode(
+                session.unzip,
+                &array.minis,
+                self.running,
+                &mut session.batch,
+            );
+            self.running = session.batch.end_counter(session.unzip, n, self.running);
         }
-        let mini = session
-            .minis
-            .get((i % 8) as usize)
-            .copied()
-            .unwrap_or_default();
-        let view = MiniView {
-            format,
-            striding: self.cfg.striding_rq,
-        };
-        let (cqe, running) = zip::expand(title, &mini, view, self.running);
-        self.running = running;
+        let cqe = session.batch.cqe(&session.template, (i % 8) as usize);
         session.next = i + 1;
         let done = session.next == session.count;
         if basic && (session.next % 8 == 0 || done) {

@@ -869,3 +869,193 @@ fn random_sessions_match_the_reference_expansion() {
         assert_eq!(cq.consumer_index(), (n + usize::from(enhanced)) as u32);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Every decoder path through the poller: random streams of regular CQEs and
+// compressed sessions (both layouts, every format, requester and responder
+// titles, lengths up to the ring size, 64- and 128-byte CQEs, any starting
+// consumer index so that sessions wrap the ring and the pass), polled in
+// random batch sizes, against the scalar reference `zip::expand_session`.
+
+/// Every decoder path this machine can run.
+fn unzip_paths() -> Vec<UnzipPath> {
+    let mut paths = std::vec![UnzipPath::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use super::zip_x86::{Avx2, Sse41};
+        if std::is_x86_feature_detected!("sse4.1") {
+            // SAFETY: detected just above.
+            paths.push(UnzipPath::Sse41(unsafe { Sse41::new_unchecked() }));
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: detected just above.
+            paths.push(UnzipPath::Avx2(unsafe { Avx2::new_unchecked() }));
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if let Some(t) = super::zip_neon::Neon::compile_time() {
+        paths.push(UnzipPath::Neon(t));
+    }
+    paths
+}
+
+impl Mem {
+    fn cq_at(&self, cfg: CqConfig, ci: u32) -> Cq {
+        let parts = CqParts {
+            buf: NonNull::new(self.ring).unwrap(),
+            cqe_cnt: (self.ring_len / self.stride) as u32,
+            cqe_size: if self.stride == 64 {
+                CqeSize::B64
+            } else {
+                CqeSize::B128
+            },
+            dbrec: NonNull::new(self.dbrec).unwrap(),
+            uar: None,
+            cqn: 0xa1,
+        };
+        // SAFETY: as in `Mem::cq`.
+        unsafe { Cq::from_raw_parts(parts, cfg, ci) }.unwrap()
+    }
+}
+
+/// One random stream through a CQ decoding with `path`; returns the number
+/// of completions compared.
+fn random_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) -> usize {
+    let log = 4 + rng.below(max_log - 3) as u32;
+    let entries = 1u32 << log;
+    let size = if rng.next() & 1 == 1 {
+        CqeSize::B128
+    } else {
+        CqeSize::B64
+    };
+    let enhanced = rng.next() & 1 == 1;
+    let view = zip::prop::view(rng);
+    let layout = if enhanced {
+        Layout::Enhanced
+    } else {
+        Layout::Basic
+    };
+    let cfg = CqConfig {
+        compression: Some((layout, view.format)),
+        striding_rq: view.striding,
+        unzip: path,
+        ..CqConfig::default()
+    };
+    let ci0 = rng.below(4 * u64::from(entries)) as u32;
+    let m = Mem::new(entries as usize, size, enhanced);
+    let mut cq = m.cq_at(cfg, ci0);
+    let slot = |ci: u32| (ci & (entries - 1)) as usize;
+    let parity = |ci: u32| (ci >> log) & 1 == 1;
+    let vic = |ci: u32| (ci >> log) as u8;
+
+    let mut expect: Vec<Cqe64> = Vec::new();
+    let mut invalidated: Vec<u32> = Vec::new();
+    let mut title: Option<Cqe64> = None;
+    let mut running = 0u16;
+    let end = ci0 + entries;
+    let mut ci = ci0;
+    while ci < end {
+        let left = end - ci;
+        let pick = rng.below(4);
+        if enhanced && title.is_some() && pick != 0 {
+            // One compressed CQE of 1..=7 minis after the last regular CQE.
+            let n = 1 + rng.below(u64::from(left.min(7))) as usize;
+            let minis = zip::prop::minis(rng, n);
+            m.put(slot(ci), &enhanced_block(&minis, vic(ci)));
+            let t = title.unwrap_or_default();
+            let mut out = std::vec![Cqe64::default(); n];
+            running = zip::expand_session(&t, &minis, view, running, &mut out);
+            expect.extend(out);
+            ci += n as u32;
+        } else if !enhanced && left >= 2 && pick != 0 {
+            // A basic session: title, arrays at +1, +8, +16…; sometimes as
+            // long as what is left of the ring (the whole ring at best).
+            let count = if rng.below(8) == 0 {
+                left
+            } else if rng.below(3) == 0 {
+                2 + rng.below(u64::from(left - 1)) as u32
+            } else {
+                2 + rng.below(u64::from(left.min(24) - 1)) as u32
+            };
+            let mut t = zip::prop::title(rng);
+            t.op_own = t.op_own.with_format(3).with_owner(parity(ci));
+            t.byte_cnt = Be32::new(count);
+            let minis = zip::prop::minis(rng, count as usize);
+            m.put(slot(ci), &t);
+            for (k, chunk) in minis.chunks(8).enumerate() {
+                let mut arr = [0u8; 64];
+                for (i, mc) in chunk.iter().enumerate() {
+                    arr[i * 8..i * 8 + 8].copy_from_slice(&mc.bytes);
+                }
+                let s = slot(ci + zip::basic_array_offset(k as u32));
+                m.put(s, &zerocopy::transmute!(arr));
+            }
+            let mut out = std::vec![Cqe64::default(); count as usize];
+            zip::expand_session(&t, &minis, view, t.wqe_counter.get(), &mut out);
+            expect.extend(out);
+            invalidated.extend(ci + 1..ci + count);
+            ci += count;
+        } else {
+            // A regular CQE (the next enhanced title).
+            let mut c = zip::prop::title(rng);
+            c.op_own = c
+                .op_own
+                .with_format(rng.below(3) as u8)
+                .with_owner(parity(ci));
+            c.signature = vic(ci);
+            m.put(slot(ci), &c);
+            if enhanced {
+                running = zip::running_after(&c, view.striding);
+                title = Some(c);
+            }
+            expect.push(c);
+            ci += 1;
+        }
+    }
+    // Striding RQ: filler completions (byte_cnt bit 31) are not reported.
+    expect
+        .retain(|c| !(view.striding && c.opcode() != CqeOpcode::Req && c.mprq_byte_cnt().filler()));
+
+    let mut wqs = RawCounters::default();
+    let mut got: Vec<Cqe64> = Vec::new();
+    loop {
+        let batch = 1 + rng.below(20) as usize;
+        let n = cq.poll(&mut wqs, batch, |c| got.push(*c.cqe())).unwrap();
+        if n == 0 {
+            break;
+        }
+    }
+    let what = || std::format!("{} {cfg:?} entries {entries} ci0 {ci0}", path.name());
+    assert_eq!(got.len(), expect.len(), "{}", what());
+    for (i, (g, e)) in got.iter().zip(&expect).enumerate() {
+        assert_eq!(g, e, "{} completion {i}", what());
+    }
+    assert_eq!(cq.consumer_index(), end, "{}", what());
+    assert!(!cq.in_session() && !cq.is_broken(), "{}", what());
+    for ci in invalidated {
+        assert_eq!(
+            m.slot_bytes(slot(ci))[63],
+            CQE_INVALIDATE,
+            "{} ci {ci}",
+            what()
+        );
+    }
+    got.len()
+}
+
+#[test]
+fn random_streams_every_path_matches_the_reference() {
+    let (rounds, max_log) = if cfg!(miri) { (3, 5) } else { (400, 8) };
+    for path in unzip_paths() {
+        // The same streams for every path.
+        let mut rng = zip::prop::XorShift(0x51d_ca75);
+        let mut completions = 0;
+        for _ in 0..rounds {
+            completions += random_stream(path, &mut rng, max_log);
+        }
+        std::eprintln!(
+            "{}: {rounds} streams, {completions} completions",
+            path.name()
+        );
+    }
+}

@@ -1,6 +1,9 @@
 //! CQE compression ("zipping"): the scalar reference implementation
 //! (PRM-FACTS §10; DPDK `mlx5_rx_poll_len`, kernel `mlx5e_decompress_cqe*`,
-//! UCX `uct_ib_mlx5_iface_cqe_unzip`).
+//! UCX `uct_ib_mlx5_iface_cqe_unzip`), and the batched decoders the poller
+//! uses, which must agree with it bit for bit: [`decode_scalar`] here, the
+//! SSE4.1/AVX2 paths in `zip_x86`, the NEON path in `zip_neon`, picked by
+//! [`UnzipPath`], into a [`MiniBatch`] per array of eight minis.
 //!
 //! A compressed session is unpacked into ordinary [`Cqe64`] values: the
 //! title's copy with one mini-CQE's fields applied. Nothing else is
@@ -36,8 +39,8 @@
 #![forbid(unsafe_code)]
 
 use crate::prm::{
-    Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt, OpOwn,
-    ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
+    Be16, Be32, Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt,
+    OpOwn, SopDropQpn, MINI_CQE_ARRAY_SIZE,
 };
 
 /// The CQ's compression layout (`cqe_comp_layout`).
@@ -193,28 +196,494 @@ pub(crate) struct Session {
     pub(crate) count: u32,
     /// Index of the next mini.
     pub(crate) next: u32,
-    /// The mini array being read (basic: loaded per array of eight;
-    /// enhanced: the compressed CQE's seven).
-    pub(crate) minis: [MiniCqe; MINI_CQE_ARRAY_SIZE],
-}
-
-impl Session {
-    /// Minis of an enhanced compressed CQE.
-    pub(crate) fn enhanced_minis(cqe: &Cqe64) -> [MiniCqe; MINI_CQE_ARRAY_SIZE] {
-        let bytes: [u8; 64] = zerocopy::transmute!(*cqe);
-        let mut minis = [MiniCqe::default(); MINI_CQE_ARRAY_SIZE];
-        for (i, m) in minis.iter_mut().enumerate().take(ENHANCED_MAX_MINIS) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&bytes[i * 8..i * 8 + 8]);
-            m.bytes = b;
-        }
-        minis
-    }
+    /// What the minis carry (fixed for the session).
+    pub(crate) unzip: Unzip,
+    /// The title with the format cleared: every expanded CQE starts as a
+    /// copy of it ([`template`]).
+    pub(crate) template: Cqe64,
+    /// The decoded mini array being read (basic: per array of eight;
+    /// enhanced: the compressed CQE's minis).
+    pub(crate) batch: MiniBatch,
 }
 
 /// The number of minis an enhanced compressed CQE declares.
 pub fn enhanced_count(op_own: OpOwn) -> u32 {
     u32::from(op_own.opcode()) + 1
+}
+
+// ---------------------------------------------------------------------------
+// Batched decoding: one mini array at a time.
+//
+// What dominates unpacking a session is turning eight mini-CQEs into eight
+// sets of per-completion values: byte swaps, the flow-tag and stride-index
+// splits, the running `wqe_counter` (a prefix sum of strides on a striding
+// RQ) and the title fields every completion inherits. [`decode_scalar`] and
+// the vector paths ([`UnzipPath`]) do exactly that for a whole array at
+// once, into a struct of arrays ([`MiniBatch`]) whose inherited fields were
+// filled once for the session ([`MiniBatch::new`]); each completion is then
+// the title template with six fields stored ([`MiniBatch::cqe`]), with no
+// test of the format per mini. Which format, layout and path apply is
+// decided once per session ([`Unzip`], chosen when the session opens) and
+// dispatched once per array.
+
+/// What the minis of a session carry: the requester format (the title is a
+/// requester CQE) or one responder format. Fixed when a session opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MiniKind {
+    /// Requester minis: `wqe_counter`, send opcode, byte count.
+    Req,
+    /// HASH: RSS hash result, byte count.
+    Hash,
+    /// CSUM: checksum, byte count.
+    Csum,
+    /// A responder format this crate does not name: only the byte count
+    /// (bytes 4–7) is taken, as [`expand`] does.
+    ByteCnt,
+    /// FTAG_STRIDX: flow tag, stride index, 24-bit byte count.
+    FtagStridx,
+    /// CSUM_STRIDX: checksum, stride index, byte count.
+    CsumStridx,
+    /// L34H_STRIDX: header types, stride index, byte count.
+    L34hStridx,
+}
+
+impl MiniKind {
+    /// The kind of the minis following `title` on a CQ created with `format`.
+    pub fn of(title: &Cqe64, format: MiniCqeFormat) -> Self {
+        if title.opcode() == CqeOpcode::Req {
+            return Self::Req;
+        }
+        match format {
+            MiniCqeFormat::Hash => Self::Hash,
+            MiniCqeFormat::Csum => Self::Csum,
+            MiniCqeFormat::FtagStridx => Self::FtagStridx,
+            MiniCqeFormat::CsumStridx => Self::CsumStridx,
+            MiniCqeFormat::L34hStridx => Self::L34hStridx,
+            MiniCqeFormat::Unknown(_) => Self::ByteCnt,
+        }
+    }
+
+    /// Whether the running counter is the `wqe_counter` (responder minis
+    /// without their own index).
+    pub const fn uses_running_counter(self) -> bool {
+        matches!(self, Self::Hash | Self::Csum | Self::ByteCnt)
+    }
+}
+
+/// How to decode the mini arrays of one session: chosen once when it
+/// opens, so that no per-mini decision remains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unzip {
+    /// What the minis carry.
+    pub kind: MiniKind,
+    /// The receive queue is a striding RQ: the running counter advances by
+    /// the strides each packet consumed (`byte_cnt[29:16]`), not by one.
+    pub striding: bool,
+    /// The title's `sop_drop_qpn` (host order), whose bits requester and
+    /// FTAG_STRIDX minis do not replace (the QPN, the opcode byte).
+    pub title_sop_drop_qpn: u32,
+}
+
+impl Unzip {
+    /// The decoding of the minis following `title`.
+    pub fn new(title: &Cqe64, view: MiniView) -> Self {
+        Self {
+            kind: MiniKind::of(title, view.format),
+            striding: view.striding,
+            title_sop_drop_qpn: title.sop_drop_qpn.into_bits().get(),
+        }
+    }
+
+    /// How far the running counter advances past a completion with this
+    /// (host-order) byte count.
+    #[inline(always)]
+    pub const fn step(self, byte_cnt: u32) -> u16 {
+        if self.striding {
+            // `MprqByteCnt::strides`, bits [29:16].
+            ((byte_cnt >> 16) & 0x3fff) as u16
+        } else {
+            1
+        }
+    }
+}
+
+/// One decoded mini array: per-completion values, host order, lane `i` for
+/// mini `i` of the array (struct of arrays). Fields a format does not
+/// carry hold the title's value, so that [`Self::cqe`] is the same six
+/// stores for every format: [`Self::new`] fills every lane from the title
+/// once per session, and each decode of the session's arrays overwrites
+/// only `byte_cnt`, `wqe_counter` and the fields its minis carry.
+///
+/// All eight lanes are decoded from whatever the array holds; lanes past
+/// the array's last valid mini are never reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(32))]
+pub struct MiniBatch {
+    /// `byte_cnt` (FTAG_STRIDX: the 24-bit count).
+    pub byte_cnt: [u32; MINI_CQE_ARRAY_SIZE],
+    /// `rss_hash_result`.
+    pub rss_hash_result: [u32; MINI_CQE_ARRAY_SIZE],
+    /// `sop_drop_qpn` as a whole word (flow tag in bits 23–0, requester
+    /// send opcode in bits 31–24).
+    pub sop_drop_qpn: [u32; MINI_CQE_ARRAY_SIZE],
+    /// `check_sum`.
+    pub check_sum: [u16; MINI_CQE_ARRAY_SIZE],
+    /// `wqe_counter`: the mini's own index or the running counter.
+    pub wqe_counter: [u16; MINI_CQE_ARRAY_SIZE],
+    /// `l4_l3_hdr_type` (CQE byte 29).
+    pub l4_l3_hdr_type: [u8; MINI_CQE_ARRAY_SIZE],
+}
+
+impl MiniBatch {
+    /// A batch with the title's values in every lane of every field: the
+    /// starting point of a session's decodes.
+    pub fn new(title: &Cqe64) -> Self {
+        Self {
+            byte_cnt: [title.byte_cnt.get(); MINI_CQE_ARRAY_SIZE],
+            rss_hash_result: [title.rss_hash_result.get(); MINI_CQE_ARRAY_SIZE],
+            sop_drop_qpn: [title.sop_drop_qpn.into_bits().get(); MINI_CQE_ARRAY_SIZE],
+            check_sum: [title.check_sum.get(); MINI_CQE_ARRAY_SIZE],
+            wqe_counter: [title.wqe_counter.get(); MINI_CQE_ARRAY_SIZE],
+            l4_l3_hdr_type: [title.l4_l3_hdr_type.into_bits(); MINI_CQE_ARRAY_SIZE],
+        }
+    }
+
+    /// The CQE of lane `i` (taken modulo 8): the session's [`template`]
+    /// with the lane's values stored. Equal, bit for bit, to what
+    /// [`expand`] returns for the mini.
+    #[inline(always)]
+    pub fn cqe(&self, template: &Cqe64, i: usize) -> Cqe64 {
+        let i = i % MINI_CQE_ARRAY_SIZE;
+        let mut cqe = *template;
+        cqe.byte_cnt = Be32::new(self.byte_cnt[i]);
+        cqe.rss_hash_result = Be32::new(self.rss_hash_result[i]);
+        cqe.sop_drop_qpn = SopDropQpn::from_bits(Be32::new(self.sop_drop_qpn[i]));
+        cqe.check_sum = Be16::new(self.check_sum[i]);
+        cqe.wqe_counter = Be16::new(self.wqe_counter[i]);
+        cqe.l4_l3_hdr_type = L4L3HdrType::from_bits(self.l4_l3_hdr_type[i]);
+        cqe
+    }
+
+    /// The running counter after the first `n` lanes (1 to 8), for the next
+    /// array or compressed CQE; `start` is the counter before lane 0.
+    #[inline(always)]
+    pub fn end_counter(&self, unzip: Unzip, n: usize, start: u16) -> u16 {
+        if unzip.kind == MiniKind::Req || n == 0 {
+            return start;
+        }
+        let last = (n - 1) % MINI_CQE_ARRAY_SIZE;
+        self.wqe_counter[last].wrapping_add(unzip.step(self.byte_cnt[last]))
+    }
+}
+
+/// The CQE every mini of a session starts from: the title with the format
+/// cleared to "no inline" (a decoded mini is an ordinary completion).
+pub fn template(title: &Cqe64) -> Cqe64 {
+    let mut cqe = *title;
+    cqe.op_own = title.op_own.with_format(CqeFormat::NoInline.raw());
+    cqe
+}
+
+/// Bits of `sop_drop_qpn` a requester mini replaces (the send opcode).
+pub(crate) const SOP_MASK: u32 = 0xff00_0000;
+/// Bits of `sop_drop_qpn` an FTAG_STRIDX mini replaces (the flow tag).
+pub(crate) const FLOW_TAG_BITS: u32 = 0x00ff_ffff;
+
+/// Decodes one mini array, scalar: the portable path and the reference the
+/// vector paths are tested against lane by lane (itself tested against
+/// [`expand`]). `start` is the running counter before lane 0; `out` holds
+/// the session's inherited fields ([`MiniBatch::new`] of its title) and
+/// gets `byte_cnt`, `wqe_counter` and the fields the minis carry.
+pub fn decode_scalar(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    start: u16,
+    out: &mut MiniBatch,
+) {
+    let title_sop = unzip.title_sop_drop_qpn;
+    // The two big-endian words of every mini, in host order.
+    let first = minis.map(|m| u32::from_be_bytes([m.bytes[0], m.bytes[1], m.bytes[2], m.bytes[3]]));
+    let second =
+        minis.map(|m| u32::from_be_bytes([m.bytes[4], m.bytes[5], m.bytes[6], m.bytes[7]]));
+    out.byte_cnt = second;
+    // Field layouts: PRM-FACTS §10.2 and §10.3; `first` holds bytes 0–3.
+    match unzip.kind {
+        MiniKind::Req => {
+            // Bytes 0–1 `wqe_counter`, byte 2 the send opcode.
+            out.wqe_counter = first.map(|f| (f >> 16) as u16);
+            out.sop_drop_qpn = first.map(|f| (title_sop & !SOP_MASK) | ((f << 16) & SOP_MASK));
+            return;
+        }
+        MiniKind::Hash => out.rss_hash_result = first,
+        MiniKind::Csum => out.check_sum = first.map(|f| (f >> 16) as u16),
+        MiniKind::ByteCnt => {}
+        MiniKind::FtagStridx => {
+            // Tag [15:0] in bytes 0–1, [23:16] in byte 4; count in 5–7.
+            out.byte_cnt = second.map(|s| s & FLOW_TAG_BITS);
+            for ((sop, f), s) in out.sop_drop_qpn.iter_mut().zip(first).zip(second) {
+                *sop = (title_sop & !FLOW_TAG_BITS) | ((s >> 8) & 0x00ff_0000) | (f >> 16);
+            }
+        }
+        MiniKind::CsumStridx => out.check_sum = first.map(|f| (f >> 16) as u16),
+        MiniKind::L34hStridx => out.l4_l3_hdr_type = first.map(|f| (f >> 24) as u8),
+    }
+    if unzip.kind.uses_running_counter() {
+        let mut running = start;
+        for (w, b) in out.wqe_counter.iter_mut().zip(out.byte_cnt) {
+            *w = running;
+            running = running.wrapping_add(unzip.step(b));
+        }
+    } else {
+        // Stride index in bytes 2–3.
+        out.wqe_counter = first.map(|f| f as u16);
+    }
+}
+
+/// The decoder a CQ uses for its mini arrays: chosen when the CQ is built
+/// ([`super::CqConfig::unzip`]), dispatched once per array.
+///
+/// The default is the best path the crate was compiled for
+/// (`cfg(target_feature)`: AVX2, then SSE4.1 on x86-64; NEON on aarch64,
+/// where it is part of the base target), else scalar. `core` is `no_std`
+/// and cannot ask the CPU; a caller with `std` upgrades by detection:
+///
+/// ```ignore
+/// if std::is_x86_feature_detected!("avx2") {
+///     // SAFETY: detected just above.
+///     cfg.unzip = UnzipPath::Avx2(unsafe { Avx2::new_unchecked() });
+/// }
+/// ```
+///
+/// Every path produces the same [`MiniBatch`], bit for bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnzipPath {
+    /// [`decode_scalar`].
+    Scalar,
+    /// SSE4.1 (with SSSE3 `pshufb`), 128-bit vectors.
+    #[cfg(target_arch = "x86_64")]
+    Sse41(super::zip_x86::Sse41),
+    /// AVX2, 256-bit vectors.
+    #[cfg(target_arch = "x86_64")]
+    Avx2(super::zip_x86::Avx2),
+    /// NEON (AdvSIMD), 128-bit vectors.
+    #[cfg(target_arch = "aarch64")]
+    Neon(super::zip_neon::Neon),
+}
+
+impl UnzipPath {
+    /// The best path enabled at compile time.
+    pub const fn compile_time() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(t) = super::zip_x86::Avx2::compile_time() {
+                return Self::Avx2(t);
+            }
+            if let Some(t) = super::zip_x86::Sse41::compile_time() {
+                return Self::Sse41(t);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            if let Some(t) = super::zip_neon::Neon::compile_time() {
+                return Self::Neon(t);
+            }
+        }
+        Self::Scalar
+    }
+
+    /// Short name (`"scalar"`, `"sse4.1"`, `"avx2"`, `"neon"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Scalar => "scalar",
+            #[cfg(target_arch = "x86_64")]
+            Self::Sse41(_) => "sse4.1",
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(_) => "avx2",
+            #[cfg(target_arch = "aarch64")]
+            Self::Neon(_) => "neon",
+        }
+    }
+
+    /// Decodes one mini array with this path ([`decode_scalar`]'s contract).
+    #[inline]
+    pub fn decode(
+        self,
+        unzip: Unzip,
+        minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+        start: u16,
+        out: &mut MiniBatch,
+    ) {
+        match self {
+            Self::Scalar => decode_scalar(unzip, minis, start, out),
+            #[cfg(target_arch = "x86_64")]
+            Self::Sse41(t) => t.decode(unzip, minis, start, out),
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2(t) => t.decode(unzip, minis, start, out),
+            #[cfg(target_arch = "aarch64")]
+            Self::Neon(t) => t.decode(unzip, minis, start, out),
+        }
+    }
+}
+
+impl Default for UnzipPath {
+    fn default() -> Self {
+        Self::compile_time()
+    }
+}
+
+/// [`expand_session`] through the batched decoder `path`: decodes the
+/// minis eight at a time and stores each completion from the batch. Same
+/// contract and, bit for bit, the same result.
+pub fn expand_session_with(
+    path: UnzipPath,
+    title: &Cqe64,
+    minis: &[MiniCqe],
+    view: MiniView,
+    start: u16,
+    out: &mut [Cqe64],
+) -> u16 {
+    let unzip = Unzip::new(title, view);
+    let template = template(title);
+    let mut batch = MiniBatch::new(title);
+    let mut running = start;
+    let n = minis.len().min(out.len());
+    for (chunk, dst) in minis[..n]
+        .chunks(MINI_CQE_ARRAY_SIZE)
+        .zip(out[..n].chunks_mut(MINI_CQE_ARRAY_SIZE))
+    {
+        let mut array = [MiniCqe::default(); MINI_CQE_ARRAY_SIZE];
+        array[..chunk.len()].copy_from_slice(chunk);
+        path.decode(unzip, &array, running, &mut batch);
+        for (i, slot) in dst.iter_mut().enumerate() {
+            *slot = batch.cqe(&template, i);
+        }
+        running = batch.end_counter(unzip, chunk.len(), running);
+    }
+    running
+}
+
+/// Random sessions for the property tests of every path (seeded xorshift:
+/// reproducible, no dependencies).
+#[cfg(test)]
+pub(crate) mod prop {
+    use super::*;
+    use crate::prm::OpOwn;
+
+    /// Tiny deterministic generator.
+    pub(crate) struct XorShift(pub(crate) u64);
+
+    impl XorShift {
+        pub(crate) fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        pub(crate) fn bytes<const N: usize>(&mut self) -> [u8; N] {
+            let mut b = [0u8; N];
+            for chunk in b.chunks_mut(8) {
+                let r = self.next().to_le_bytes();
+                chunk.copy_from_slice(&r[..chunk.len()]);
+            }
+            b
+        }
+    }
+
+    /// Every responder format, one unnamed value included.
+    pub(crate) const FORMATS: [MiniCqeFormat; 6] = [
+        MiniCqeFormat::Hash,
+        MiniCqeFormat::Csum,
+        MiniCqeFormat::FtagStridx,
+        MiniCqeFormat::CsumStridx,
+        MiniCqeFormat::L34hStridx,
+        MiniCqeFormat::Unknown(6),
+    ];
+
+    /// A random title: random bytes, a requester or responder opcode.
+    pub(crate) fn title(rng: &mut XorShift) -> Cqe64 {
+        let mut t: Cqe64 = zerocopy::transmute!(rng.bytes::<64>());
+        let opcodes = [
+            CqeOpcode::Req,
+            CqeOpcode::RespSend,
+            CqeOpcode::RespSendImm,
+            CqeOpcode::RespWrImm,
+            CqeOpcode::RespSendInv,
+        ];
+        let op = opcodes[rng.below(opcodes.len() as u64) as usize];
+        t.op_own = OpOwn::from_bits(t.op_own.into_bits()).with_opcode(op.raw());
+        t
+    }
+
+    /// Random session parameters.
+    pub(crate) fn view(rng: &mut XorShift) -> MiniView {
+        MiniView {
+            format: FORMATS[rng.below(FORMATS.len() as u64) as usize],
+            striding: rng.next() & 1 == 1,
+        }
+    }
+
+    /// Random minis.
+    pub(crate) fn minis(rng: &mut XorShift, n: usize) -> std::vec::Vec<MiniCqe> {
+        (0..n).map(|_| MiniCqe { bytes: rng.bytes() }).collect()
+    }
+
+    /// `path` against the scalar decoder (every lane, every field) and
+    /// against the reference [`expand_session`] over whole sessions of 1 to
+    /// `max_len` minis. Returns the number of minis checked.
+    pub(crate) fn check_path(path: UnzipPath, seed: u64, rounds: usize, max_len: usize) -> usize {
+        let mut rng = XorShift(seed);
+        let mut checked = 0;
+        for round in 0..rounds {
+            let title = title(&mut rng);
+            let view = view(&mut rng);
+            let unzip = Unzip::new(&title, view);
+            let start = rng.next() as u16;
+
+            // One array, every lane.
+            let array: [MiniCqe; MINI_CQE_ARRAY_SIZE] = zerocopy::transmute!(rng.bytes::<64>());
+            let (mut want, mut got) = (MiniBatch::new(&title), MiniBatch::new(&title));
+            decode_scalar(unzip, &array, start, &mut want);
+            path.decode(unzip, &array, start, &mut got);
+            assert_eq!(got, want, "{} round {round} {unzip:?}", path.name());
+            for n in 1..=MINI_CQE_ARRAY_SIZE {
+                assert_eq!(
+                    got.end_counter(unzip, n, start),
+                    want.end_counter(unzip, n, start),
+                    "{} round {round} n {n}",
+                    path.name()
+                );
+            }
+
+            // A whole session against the reference, lengths 1..=max_len
+            // (the short ones more often).
+            let len = if round % 4 == 0 {
+                1 + rng.below(max_len as u64) as usize
+            } else {
+                1 + rng.below(2 * MINI_CQE_ARRAY_SIZE as u64 + 2) as usize
+            };
+            let minis = minis(&mut rng, len);
+            let mut want = std::vec![Cqe64::default(); len];
+            let mut got = std::vec![Cqe64::default(); len];
+            let end_want = expand_session(&title, &minis, view, start, &mut want);
+            let end_got = expand_session_with(path, &title, &minis, view, start, &mut got);
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    g,
+                    w,
+                    "{} round {round} {view:?} mini {i}/{len}",
+                    path.name()
+                );
+            }
+            assert_eq!(end_got, end_want, "{} round {round} end", path.name());
+            checked += MINI_CQE_ARRAY_SIZE + len;
+        }
+        checked
+    }
 }
 
 #[cfg(test)]
@@ -349,6 +818,47 @@ mod tests {
         assert_eq!(basic_invalidate_range(1, 9), (8, 8));
         assert_eq!(basic_invalidate_range(0, 64), (1, 7));
         assert_eq!(basic_invalidate_range(7, 64), (56, 63));
+    }
+
+    #[test]
+    fn scalar_batches_match_the_reference() {
+        let rounds = if cfg!(miri) { 8 } else { 20_000 };
+        let n = prop::check_path(UnzipPath::Scalar, 0x5eed_5ca1, rounds, 512);
+        std::eprintln!("scalar: {n} minis checked");
+    }
+
+    #[test]
+    fn batch_cqe_equals_expand_for_each_kind() {
+        // One hand-made array per kind; lanes beyond n are not compared.
+        let mut t = title_resp();
+        t.sop_drop_qpn = t.sop_drop_qpn.with_sop(0x77);
+        let minis: [MiniCqe; 8] = core::array::from_fn(|i| {
+            mini([0x25, 0x56, 0, i as u8, 0x12, 0x01 + i as u8, 0x02, 0x40])
+        });
+        for format in prop::FORMATS {
+            for striding in [false, true] {
+                let view = MiniView { format, striding };
+                let unzip = Unzip::new(&t, view);
+                let mut batch = MiniBatch::new(&t);
+                decode_scalar(unzip, &minis, 10, &mut batch);
+                let mut running = 10;
+                for (i, m) in minis.iter().enumerate() {
+                    let (want, next) = expand(&t, m, view, running);
+                    assert_eq!(batch.cqe(&template(&t), i), want, "{view:?} lane {i}");
+                    assert_eq!(batch.end_counter(unzip, i + 1, 10), next, "{view:?}");
+                    running = next;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn default_path_is_the_compile_time_one() {
+        assert_eq!(UnzipPath::default(), UnzipPath::compile_time());
+        #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
+        assert_eq!(UnzipPath::compile_time().name(), "avx2");
+        #[cfg(all(target_arch = "aarch64", target_feature = "neon"))]
+        assert_eq!(UnzipPath::compile_time().name(), "neon");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use zerocopy::IntoBytes;
 
 use super::doorbell::{DoorbellPolicy, Publish};
+use super::kind::{AnyQp, QpKind};
 use super::{Limits, PostError, QpType, SendQueue, SHADOW_CQE, SHADOW_SIGNALED};
 use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
@@ -72,7 +73,7 @@ impl<'d> FrameSge<'d> {
 
 /// The operation of a work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(super) enum Op {
     Send,
     SendImm,
     SendInv,
@@ -93,7 +94,7 @@ enum Op {
 impl Op {
     /// Opcode and opmod of the control segment (libmlx5 `mlx5_ib_opcode`;
     /// masked atomics: UCX `UCT_IB_MLX5_OPMOD_EXT_ATOMIC`).
-    fn opcode(self) -> (SendOpcode, u8) {
+    pub(super) const fn opcode(self) -> (SendOpcode, u8) {
         match self {
             Op::Send => (SendOpcode::Send, 0),
             Op::SendImm => (SendOpcode::SendImm, 0),
@@ -136,9 +137,9 @@ impl Op {
 
     /// Whether the QP type (and its capabilities) allows the operation
     /// (libmlx5 `MLX5_SUPPORTED_SEND_OPS_FLAGS_*`, plus NOP everywhere).
-    fn allowed(self, lim: &Limits) -> bool {
+    #[inline(always)]
+    fn allowed(self, qp: QpType, lim: &Limits) -> bool {
         use QpType::*;
-        let qp = lim.qp_type;
         match self {
             Op::Send | Op::Nop => true,
             Op::SendImm => qp != RawPacket,
@@ -171,24 +172,24 @@ const MKEY_CONTEXT_FREE: u8 = 1 << 6;
 /// Mkey context `qpn_mkey` of a free: QPN field all ones, mkey variant 0.
 const MKEY_QPN_FREE: u32 = 0xffff_ff00;
 
-const F_SIGNALED: u8 = 1 << 0;
-const F_SOLICITED: u8 = 1 << 1;
-const F_FENCE: u8 = 1 << 2;
-const F_CSUM: u8 = 1 << 3;
+pub(super) const F_SIGNALED: u8 = 1 << 0;
+pub(super) const F_SOLICITED: u8 = 1 << 1;
+pub(super) const F_FENCE: u8 = 1 << 2;
+pub(super) const F_CSUM: u8 = 1 << 3;
 
 /// Everything a work request's builder and setters collected.
 #[derive(Debug, Clone, Copy)]
-struct Desc<'x> {
-    wr_id: u64,
-    op: Op,
-    flags: u8,
-    imm: u32,
-    raddr: u64,
-    rkey: u32,
+pub(super) struct Desc<'x> {
+    pub(super) wr_id: u64,
+    pub(super) op: Op,
+    pub(super) flags: u8,
+    pub(super) imm: u32,
+    pub(super) raddr: u64,
+    pub(super) rkey: u32,
     /// Atomic operands: CS `[swap, compare, swap_mask, compare_mask]`,
     /// FA `[add, field_boundary, 0, 0]`.
     args: [u64; 4],
-    ud: Option<(&'x Av, u32, u32)>,
+    pub(super) ud: Option<(&'x Av, u32, u32)>,
     xrc_srqn: Option<u32>,
     tso_hdr: &'x [u8],
     mss: u16,
@@ -229,35 +230,36 @@ enum Data<'d> {
 /// ring, doorbell record and register are untouched.
 #[derive(Debug)]
 #[must_use = "a batch does nothing until complete(); dropping it aborts"]
-pub struct Batch<'q, 'a, P: DoorbellPolicy> {
-    sq: &'q mut SendQueue<'a, P>,
+pub struct Batch<'q, 'a, P: DoorbellPolicy, Q: QpKind = AnyQp> {
+    pub(super) sq: &'q mut SendQueue<'a, P, Q>,
     /// WQEBBs staged.
-    used: u32,
+    pub(super) used: u32,
     /// WQEs staged.
-    nreq: u32,
+    pub(super) nreq: u32,
     /// Staging index of the last WQE.
-    last: u32,
+    pub(super) last: u32,
     /// DS of the last WQE.
-    last_ds: u8,
+    pub(super) last_ds: u8,
     /// Whether any WQE carried inline data (libmlx5 `inl_wqe`).
-    inline: bool,
+    pub(super) inline: bool,
     /// The fence the next WQE inherits.
-    fm_cache: u8,
+    pub(super) fm_cache: u8,
     /// WQEBBs since the last WQE that requested a CQE.
-    unsignaled: u32,
+    pub(super) unsignaled: u32,
 }
 
 /// One work request being built: returned by a [`Batch`] builder call,
 /// finished by a data setter or [`Wr::post`]. Dropping it posts nothing.
 #[derive(Debug)]
 #[must_use = "a work request is posted only by a data setter or post()"]
-pub struct Wr<'b, 'x, 'q, 'a, P: DoorbellPolicy> {
-    batch: &'b mut Batch<'q, 'a, P>,
+pub struct Wr<'b, 'x, 'q, 'a, P: DoorbellPolicy, Q: QpKind = AnyQp> {
+    batch: &'b mut Batch<'q, 'a, P, Q>,
     d: Desc<'x>,
 }
 
-impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
-    pub(super) fn new(sq: &'q mut SendQueue<'a, P>) -> Self {
+impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
+    #[inline(always)]
+    pub(super) fn new(sq: &'q mut SendQueue<'a, P, Q>) -> Self {
         let fm_cache = sq.fm_cache;
         let unsignaled = sq.unsignaled;
         Self {
@@ -288,8 +290,8 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
     }
 
     #[inline(always)]
-    fn begin<'x>(&mut self, wr_id: u64, op: Op) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
-        if !op.allowed(&self.sq.lim) {
+    fn begin<'x>(&mut self, wr_id: u64, op: Op) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
+        if !op.allowed(self.sq.qp_type(), &self.sq.lim) {
             return Err(PostError::UnsupportedOp);
         }
         Ok(Wr {
@@ -300,7 +302,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
 
     /// A send (`ibv_wr_send`); on a raw Ethernet QP, a frame send.
     #[inline]
-    pub fn send<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    pub fn send<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         self.begin(wr_id, Op::Send)
     }
 
@@ -312,7 +314,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         &mut self,
         wr_id: u64,
         imm: u32,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.begin(wr_id, Op::SendImm)?;
         wr.d.imm = imm;
         Ok(wr)
@@ -324,7 +326,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         &mut self,
         wr_id: u64,
         invalidate_rkey: u32,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.begin(wr_id, Op::SendInv)?;
         wr.d.imm = invalidate_rkey;
         Ok(wr)
@@ -337,7 +339,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         wr_id: u64,
         rkey: u32,
         remote_addr: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         self.remote(wr_id, Op::Write, rkey, remote_addr)
     }
 
@@ -349,7 +351,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         rkey: u32,
         remote_addr: u64,
         imm: u32,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::WriteImm, rkey, remote_addr)?;
         wr.d.imm = imm;
         Ok(wr)
@@ -362,7 +364,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         wr_id: u64,
         rkey: u32,
         remote_addr: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         self.remote(wr_id, Op::Read, rkey, remote_addr)
     }
 
@@ -376,7 +378,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         remote_addr: u64,
         compare: u64,
         swap: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::CmpSwp, rkey, remote_addr)?;
         wr.d.args = [swap, compare, 0, 0];
         Ok(wr)
@@ -390,7 +392,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         rkey: u32,
         remote_addr: u64,
         add: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::FetchAdd, rkey, remote_addr)?;
         wr.d.args = [add, 0, 0, 0];
         Ok(wr)
@@ -410,7 +412,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         compare_mask: u64,
         swap: u64,
         swap_mask: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::MaskedCs64, rkey, remote_addr)?;
         wr.d.args = [swap, compare, swap_mask, compare_mask];
         Ok(wr)
@@ -428,7 +430,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         compare_mask: u32,
         swap: u32,
         swap_mask: u32,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::MaskedCs32, rkey, remote_addr)?;
         wr.d.args = [
             swap.into(),
@@ -449,7 +451,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         remote_addr: u64,
         add: u64,
         field_boundary: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::MaskedFa64, rkey, remote_addr)?;
         wr.d.args = [add, field_boundary, 0, 0];
         Ok(wr)
@@ -464,7 +466,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         remote_addr: u64,
         add: u32,
         field_boundary: u32,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.remote(wr_id, Op::MaskedFa32, rkey, remote_addr)?;
         wr.d.args = [add.into(), field_boundary.into(), 0, 0];
         Ok(wr)
@@ -478,7 +480,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         &mut self,
         wr_id: u64,
         invalidate_rkey: u32,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.begin(wr_id, Op::LocalInv)?;
         wr.d.imm = invalidate_rkey;
         Ok(wr)
@@ -487,7 +489,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
     /// A NOP: a control segment alone (useful to fence, or to request a
     /// completion). Finish it with [`Wr::post`].
     #[inline]
-    pub fn nop<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    pub fn nop<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         self.begin(wr_id, Op::Nop)
     }
 
@@ -502,7 +504,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         wr_id: u64,
         hdr: &'x [u8],
         mss: u16,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let max = usize::from(self.sq.lim.max_tso_header);
         let mut wr = self.begin(wr_id, Op::Tso)?;
         if hdr.len() < ETH_L2_MIN_HEADER_SIZE {
@@ -523,7 +525,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
         op: Op,
         rkey: u32,
         raddr: u64,
-    ) -> Result<Wr<'_, 'x, 'q, 'a, P>, PostError> {
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         let mut wr = self.begin(wr_id, op)?;
         wr.d.rkey = rkey;
         wr.d.raddr = raddr;
@@ -533,6 +535,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
     /// Publishes the batch (`ibv_wr_complete`): copies its WQEs into the ring,
     /// writes the doorbell record after the to-device barrier, then one
     /// 8-byte doorbell or BlueFlame copy. Returns the number of WQEs posted.
+    #[inline(always)]
     pub fn complete(self) -> u32 {
         let Batch {
             sq,
@@ -548,9 +551,10 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
             return 0;
         }
         let staged = sq.staging.get(..used as usize).unwrap_or(&[]);
-        // The WQEs go into the ring at the producer index, wrapping at its end.
+        // The WQEs go into the ring at the producer index, whole WQEBBs,
+        // wrapping at its end.
         sq.ring
-            .write_wrapping(sq.size.slot(sq.pi) * SEND_WQE_BB, staged.as_bytes());
+            .write_wrapping_64(sq.size.slot(sq.pi) * SEND_WQE_BB, staged.as_bytes());
         let pi = sq.pi.wrapping_add(used);
         let last_wqe = staged.get(last as usize..).unwrap_or(&[]);
         sq.db.ring::<P>(Publish {
@@ -574,7 +578,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
     /// area. On error nothing is written and the batch is unchanged.
     fn encode(&mut self, d: &Desc<'_>, data: Data<'_>) -> Result<(), PostError> {
         let lim = self.sq.lim;
-        let qp = lim.qp_type;
+        let qp = self.sq.qp_type();
         let op = d.op;
         let nop = op == Op::Nop;
 
@@ -909,7 +913,7 @@ impl<'q, 'a, P: DoorbellPolicy> Batch<'q, 'a, P> {
     }
 }
 
-impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
+impl<'x, P: DoorbellPolicy, Q: QpKind> Wr<'_, 'x, '_, '_, P, Q> {
     /// Asks for a completion (`IBV_SEND_SIGNALED`).
     #[inline(always)]
     pub fn signaled(mut self) -> Self {
@@ -945,8 +949,7 @@ impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
     /// Ethernet QPs with checksum offload only.
     #[inline]
     pub fn ip_csum(mut self) -> Result<Self, PostError> {
-        let lim = &self.batch.sq.lim;
-        if lim.qp_type != QpType::RawPacket || !lim.raw_csum {
+        if self.batch.sq.qp_type() != QpType::RawPacket || !self.batch.sq.lim.raw_csum {
             return Err(PostError::UnsupportedOp);
         }
         self.d.flags |= F_CSUM;
@@ -962,7 +965,7 @@ impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
         remote_qpn: u32,
         remote_qkey: u32,
     ) -> Result<Self, PostError> {
-        if self.batch.sq.lim.qp_type != QpType::Ud {
+        if self.batch.sq.qp_type() != QpType::Ud {
             return Err(PostError::UnsupportedOp);
         }
         self.d.ud = Some((av, remote_qpn, remote_qkey));
@@ -972,7 +975,7 @@ impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
     /// The remote XRC SRQ number (`ibv_wr_set_xrc_srqn`). XRC QPs only.
     #[inline]
     pub fn xrc_srqn(mut self, remote_srqn: u32) -> Result<Self, PostError> {
-        if self.batch.sq.lim.qp_type != QpType::Xrc {
+        if self.batch.sq.qp_type() != QpType::Xrc {
             return Err(PostError::UnsupportedOp);
         }
         self.d.xrc_srqn = Some(remote_srqn);
@@ -987,9 +990,18 @@ impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
     }
 
     /// Posts with one SGE (`ibv_wr_set_sge`).
-    #[inline]
+    #[inline(always)]
     pub fn sge(self, lkey: u32, addr: u64, length: u32) -> Result<(), PostError> {
-        let sge = Sge { addr, length, lkey };
+        if let Some(r) = self.batch.sge_fast(&self.d, lkey, addr, length) {
+            return r;
+        }
+        self.sge_generic(Sge { addr, length, lkey })
+    }
+
+    /// [`Wr::sge`] through the generic encoder, out of line.
+    #[cold]
+    #[inline(never)]
+    fn sge_generic(self, sge: Sge) -> Result<(), PostError> {
         self.batch
             .encode(&self.d, Data::Sges(core::slice::from_ref(&sge)))
     }
@@ -1002,8 +1014,11 @@ impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
     }
 
     /// Posts with the data copied into the WQE (`ibv_wr_set_inline_data`).
-    #[inline]
+    #[inline(always)]
     pub fn inline_data(self, data: &[u8]) -> Result<(), PostError> {
+        if let Some(r) = self.batch.inline_fast(&self.d, data) {
+            return r;
+        }
         self.batch
             .encode(&self.d, Data::Inline(core::slice::from_ref(&data)))
     }
@@ -1017,8 +1032,11 @@ impl<'x, P: DoorbellPolicy> Wr<'_, 'x, '_, '_, P> {
 
     /// Posts a raw Ethernet frame in one piece of registered memory; its
     /// first bytes become the inline L2 header.
-    #[inline]
+    #[inline(always)]
     pub fn frame(self, lkey: u32, addr: u64, data: &[u8]) -> Result<(), PostError> {
+        if let Some(r) = self.batch.frame_fast(&self.d, lkey, addr, data) {
+            return r;
+        }
         let piece = FrameSge { lkey, addr, data };
         self.batch
             .encode(&self.d, Data::Frames(core::slice::from_ref(&piece)))

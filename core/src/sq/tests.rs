@@ -890,3 +890,218 @@ fn constructor_checks_its_parts() {
     };
     assert_eq!(r.err(), Some(SqConfigError::BadEthMinInline));
 }
+
+/// The fast paths (`Wr::sge`, `Wr::inline_data`, `Wr::frame`) write the
+/// generic encoder's bytes (`sge_list`, `inline_data_list`, `frame_list`
+/// of one element), shadow and doorbells included, across flags, ring
+/// wrap, forced completions and the lengths where they hand over.
+#[test]
+fn fast_paths_match_the_generic_encoder() {
+    use QpType::*;
+    type Post = for<'b, 'q, 'a> fn(
+        &'b mut Batch<'q, 'a, BlueFlamePreferred>,
+        u64,
+        bool,
+        usize,
+    ) -> Result<(), PostError>;
+    let frame: Vec<u8> = (0..200u32).map(|i| (i * 7 + 3) as u8).collect();
+    let av = Av {
+        rlid: crate::prm::Be16::new(0x17),
+        ..Av::default()
+    };
+    // (QP types, fast, generic)
+    let fast_sge: Post = |b, i, generic, len| {
+        let op = i % 6;
+        let w = match op {
+            0 => b.send(i),
+            1 => b.send_imm(i, 0x1234_5678),
+            2 => b.rdma_write(i, 0xabcd, 0x7000 + i),
+            3 => b.rdma_write_imm(i, 0xabcd, 0x7000 + i, 0x55aa),
+            4 => b.rdma_read(i, 0xabcd, 0x7000 + i),
+            _ => b.send_inv(i, 0x99),
+        };
+        let Ok(w) = w else {
+            return Ok(());
+        };
+        let w = w.signaled_if(i % 3 == 0);
+        let w = if i % 5 == 0 { w.fence() } else { w };
+        let w = if i % 7 == 0 { w.solicited() } else { w };
+        let len = (len % 3) as u32 * 100; // 0 (generic), 100, 200
+        if generic {
+            w.sge_list(&[Sge::new(0x4321, 0x2_0000_0000 + i, len)])
+        } else {
+            w.sge(0x4321, 0x2_0000_0000 + i, len)
+        }
+    };
+    let fast_inline: Post = |b, i, generic, len| {
+        let data = [0x5au8 ^ i as u8; 64];
+        let w = match i % 3 {
+            0 => b.send(i),
+            1 => b.send_imm(i, 7),
+            _ => b.send_inv(i, 8),
+        }?;
+        let w = w.signaled_if(i % 2 == 0);
+        let d = &data[..len % 50];
+        if generic {
+            w.inline_data_list(&[d])
+        } else {
+            w.inline_data(d)
+        }
+    };
+    for qp in [Rc, Uc, Ud, Xrc, RawPacket] {
+        for (name, post) in [("sge", fast_sge), ("inline", fast_inline)] {
+            for sig_all in [false, true] {
+                let run = |generic: bool| {
+                    let mem = Mem::new(16);
+                    let mut lent = Lent::new(16);
+                    let mut c = cfg(qp);
+                    c.sig_all = sig_all;
+                    c.signal_every = 5;
+                    c.max_inline_data = 44;
+                    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
+                    let mut results = Vec::new();
+                    for i in 0..40u64 {
+                        let mut b = sq.start();
+                        let r = post(&mut b, i, generic, i as usize);
+                        // UD: with the address (or a send without it).
+                        results.push(r);
+                        if i % 4 == 3 {
+                            b.abort();
+                        } else {
+                            b.complete();
+                        }
+                        if sq.outstanding() > 8 {
+                            let last = (0..16)
+                                .filter_map(|s| sq.shadow(s).copied())
+                                .filter(|e| e.wqebbs() != 0 && e.index != 0xffff)
+                                .map(|e| e.index)
+                                .filter(|&x| {
+                                    u32::from(x.wrapping_sub(sq.consumer() as u16))
+                                        < sq.outstanding()
+                                })
+                                .max_by_key(|&x| x.wrapping_sub(sq.consumer() as u16));
+                            if let Some(x) = last {
+                                sq.retire(x).unwrap();
+                            }
+                        }
+                    }
+                    let shadow: Vec<_> = (0..16).map(|s| *sq.shadow(s).unwrap()).collect();
+                    (
+                        results,
+                        shadow,
+                        sq.producer(),
+                        sq.bf_offset(),
+                        mem.snapshot(),
+                    )
+                };
+                assert!(
+                    run(false) == run(true),
+                    "{name} on {qp:?}, sig_all {sig_all}"
+                );
+            }
+        }
+        // UD sends with an address vector.
+        let run_ud = |generic: bool| {
+            let mem = Mem::new(16);
+            let mut lent = Lent::new(16);
+            let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(qp));
+            let mut results = Vec::new();
+            for i in 0..24u64 {
+                let mut b = sq.start();
+                let r = b
+                    .send(i)
+                    .and_then(|w| w.ud_addr(&av, 0x456, 0x1111))
+                    .and_then(|w| {
+                        let len = (i % 3) as u32 * 64;
+                        if generic {
+                            w.sge_list(&[Sge::new(1, 0x1000 * i, len)])
+                        } else {
+                            w.sge(1, 0x1000 * i, len)
+                        }
+                    });
+                results.push(r);
+                b.complete();
+                if sq.outstanding() >= 8 {
+                    let last = sq.producer().wrapping_sub(2) as u16;
+                    let _ = sq.retire(last);
+                    let _ = sq.retire(sq.producer().wrapping_sub(1) as u16);
+                }
+            }
+            (results, sq.producer(), mem.snapshot())
+        };
+        assert!(run_ud(false) == run_ud(true), "ud_addr on {qp:?}");
+        // Raw Ethernet frames, with and without checksum offload.
+        for eth_min in [0u8, 18] {
+            let run_eth = |generic: bool| {
+                let mem = Mem::new(16);
+                let mut lent = Lent::new(16);
+                let mut c = cfg(qp);
+                c.eth_min_inline = eth_min;
+                let mut sq = queue::<BlueFlameInline>(&mem, &mut lent, c);
+                let mut results = Vec::new();
+                for i in 0..24usize {
+                    let mut b = sq.start();
+                    let len = [64, 18, 17, 19, 200, 0][i % 6];
+                    let data = &frame[..len];
+                    let addr = 0x9000 + i as u64;
+                    let r = b
+                        .send(i as u64)
+                        .and_then(|w| if i % 2 == 0 { w.ip_csum() } else { Ok(w) })
+                        .and_then(|w| {
+                            if generic {
+                                w.frame_list(&[FrameSge::with_addr(7, addr, data)])
+                            } else {
+                                w.frame(7, addr, data)
+                            }
+                        });
+                    results.push(r);
+                    b.complete();
+                    if sq.outstanding() >= 8 {
+                        let last = sq.producer().wrapping_sub(1) as u16;
+                        let _ = sq.retire(last);
+                    }
+                }
+                (results, sq.producer(), mem.snapshot())
+            };
+            assert!(
+                run_eth(false) == run_eth(true),
+                "frame on {qp:?}, eth_min {eth_min}"
+            );
+        }
+    }
+}
+
+#[test]
+fn typed_queues_check_their_qp_type() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    // SAFETY: `mem` provides the ring, register and dbrec, used by this queue only.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly, UdQp>::new_typed(
+            mem.raw(),
+            cfg(QpType::Rc),
+            &mut lent.shadow,
+            &mut lent.staging,
+        )
+    };
+    assert_eq!(r.err(), Some(SqConfigError::QpTypeMismatch));
+    // SAFETY: as above (the first queue was never built).
+    let mut sq = unsafe {
+        SendQueue::<DoorbellOnly, RcQp>::new_typed(
+            mem.raw(),
+            cfg(QpType::Rc),
+            &mut lent.shadow,
+            &mut lent.staging,
+        )
+    }
+    .unwrap();
+    assert_eq!(sq.qp_type(), QpType::Rc);
+    let mut b = sq.start();
+    b.rdma_write(1, 2, 3).unwrap().sge(4, 5, 6).unwrap();
+    assert_eq!(
+        b.send(2).unwrap().ud_addr(&Av::default(), 1, 2).err(),
+        Some(PostError::UnsupportedOp)
+    );
+    assert_eq!(b.complete(), 1);
+    assert_eq!(opcode_of(&mem.ring(), 0), SendOpcode::RdmaWrite.raw());
+}

@@ -6,6 +6,7 @@
 //! is the one-line message and whose [`CliError::exit_code`] is the exit
 //! status (2 for bad input, 1 for an I/O failure).
 
+use super::cq::{decode_ring, CqLayout, RingError, RingParams};
 use super::cqe::{decode_cqe, CqeSize};
 use super::mini::{decode_minis, MiniFormat};
 use super::wqe::{decode_wqe, QpType};
@@ -18,6 +19,11 @@ const INPUT_HELP: &str = "Bytes as plain hex (`00 11 22`, `001122`), kernel prin
 (`00000030: 00 ..`, with any dmesg/device prefix and an optional ASCII column) or rdma-core \
 word dumps (`00000000 0000f6d2 ..`). Several arguments are joined with spaces. No argument, \
 or `-`, reads standard input.";
+
+const RING_INPUT_HELP: &str = "File holding the whole ring, cqe-cnt x cqe-size bytes from slot 0, \
+as hex in any accepted form: plain hex (`00 11 22`, `001122`), kernel print_hex_dump lines \
+(`00000030: 00 ..`, with any dmesg/device prefix and an optional ASCII column), rdma-core \
+word dumps or `hexdump -C` rows. `-` or no argument reads standard input.";
 
 /// `mlx5dp decode`: turn CQE, WQE or mini-CQE bytes from a dump into fields.
 #[derive(Debug, Clone, clap::Args)]
@@ -66,6 +72,45 @@ pub enum DecodeWhat {
         #[arg(value_name = "HEX", long_help = INPUT_HELP)]
         hex: Vec<String>,
     },
+    /// A whole CQ ring snapshot, polled from --ci the way the data path
+    /// polls it: one completion per line in poll order, mini-CQEs
+    /// expanded, up to the first entry hardware still owns, then the
+    /// consumer index.
+    Cq {
+        /// CQE size of the CQ.
+        #[arg(long, value_enum)]
+        cqe_size: CqeSize,
+        /// Number of CQEs in the ring (a power of two); the input must be
+        /// exactly this many CQEs.
+        #[arg(long)]
+        cqe_cnt: u32,
+        /// Software consumer index (free-running, as in the doorbell
+        /// record): the first slot polled, and with --cqe-cnt the owner
+        /// parity (basic) or validity iteration count (enhanced) expected.
+        #[arg(long)]
+        ci: u32,
+        /// Compression layout (`cqe_comp_layout`); also the ownership rule.
+        #[arg(long, value_enum, default_value_t = CqLayout::Basic)]
+        layout: CqLayout,
+        /// Mini-CQE format of the CQ (`req` for a send CQ; minis of a REQ
+        /// title are read as requester minis whatever the format).
+        #[arg(long, value_enum, default_value_t = MiniFormat::Hash)]
+        mini_format: MiniFormat,
+        /// Responder completions come from a striding RQ (implied by the
+        /// `*-stridx` formats): byte counts carry strides, wqe_counter is
+        /// the stride index.
+        #[arg(long)]
+        striding_rq: bool,
+        /// Print JSON Lines: one object per completion (the keys of
+        /// `decode cqe --json` plus slot, compressed, rx_hash, checksum and,
+        /// on a striding RQ, stride_idx and strides), then {"ci":N}.
+        #[arg(long)]
+        json: bool,
+        /// File holding the ring's bytes as hex; `-` or none reads
+        /// standard input.
+        #[arg(value_name = "FILE", long_help = RING_INPUT_HELP)]
+        file: Option<String>,
+    },
 }
 
 /// Why `mlx5dp decode` failed. `Display` is one line.
@@ -79,14 +124,23 @@ pub enum CliError {
     NotText,
     /// Standard input could not be read.
     Io(std::io::Error),
+    /// An input file could not be read.
+    File {
+        /// The path given.
+        path: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// A ring snapshot could not be polled.
+    Ring(RingError),
 }
 
 impl CliError {
     /// The process exit status: 2 for bad input, 1 for an I/O failure.
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::Io(_) => 1,
-            CliError::Input(_) | CliError::Decode(_) | CliError::NotText => 2,
+            CliError::Io(_) | CliError::File { .. } => 1,
+            CliError::Input(_) | CliError::Decode(_) | CliError::NotText | CliError::Ring(_) => 2,
         }
     }
 }
@@ -98,6 +152,8 @@ impl fmt::Display for CliError {
             CliError::Decode(e) => write!(f, "bad input: {e}"),
             CliError::NotText => write!(f, "bad input: standard input is not UTF-8 text"),
             CliError::Io(e) => write!(f, "cannot read standard input: {e}"),
+            CliError::File { path, error } => write!(f, "cannot read {path}: {error}"),
+            CliError::Ring(e) => write!(f, "bad input: {e}"),
         }
     }
 }
@@ -124,6 +180,21 @@ fn input_text(hex: &[String], stdin: &mut dyn Read) -> Result<String, CliError> 
         String::from_utf8(raw).map_err(|_| CliError::NotText)
     } else {
         Ok(hex.join(" "))
+    }
+}
+
+/// The dump text of a FILE argument: the file, or standard input for `-`
+/// or none.
+fn file_text(file: Option<&str>, stdin: &mut dyn Read) -> Result<String, CliError> {
+    match file {
+        None | Some("-") => input_text(&[], stdin),
+        Some(path) => {
+            let raw = std::fs::read(path).map_err(|error| CliError::File {
+                path: path.to_string(),
+                error,
+            })?;
+            String::from_utf8(raw).map_err(|_| CliError::NotText)
+        }
     }
 }
 
@@ -158,6 +229,32 @@ pub fn run(args: &DecodeArgs, stdin: &mut dyn Read) -> Result<String, CliError> 
             let bytes = hexdump::parse(&input_text(hex, stdin)?)?;
             let d = decode_minis(&bytes, *format)?;
             Ok(render(*json, d.to_json(), d.to_human()))
+        }
+        DecodeWhat::Cq {
+            cqe_size,
+            cqe_cnt,
+            ci,
+            layout,
+            mini_format,
+            striding_rq,
+            json,
+            file,
+        } => {
+            let bytes = hexdump::parse(&file_text(file.as_deref(), stdin)?)?;
+            let params = RingParams {
+                cqe_size: *cqe_size,
+                cqe_cnt: *cqe_cnt,
+                ci: *ci,
+                layout: *layout,
+                mini_format: *mini_format,
+                striding_rq: *striding_rq,
+            };
+            let d = decode_ring(&bytes, &params).map_err(CliError::Ring)?;
+            Ok(if *json {
+                d.to_json_lines()
+            } else {
+                d.to_human()
+            })
         }
     }
 }

@@ -17,9 +17,10 @@
 //! Panic policy: decoders validate lengths and return a [`DecodeError`];
 //! any content of a right-sized input decodes (unknown values keep their
 //! raw number, anomalies become warnings), nothing panics.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod cli;
+pub mod cq;
 pub mod cqe;
 pub mod mini;
 pub mod trace;

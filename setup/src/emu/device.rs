@@ -904,6 +904,11 @@ impl Device {
         self.qps.get(&qpn).map(|q| q.state)
     }
 
+    /// The transport of a QP.
+    pub fn qp_type(&self, qpn: Qpn) -> Option<QpType> {
+        self.qps.get(&qpn).map(|q| q.qp_type)
+    }
+
     /// Destroys a QP.
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EmuError> {
         self.flows.retain(|f| f.qpn != qpn);
@@ -1155,13 +1160,14 @@ impl Device {
     fn poll_sq_uar(&mut self, qpn: Qpn) {
         let Some(qp) = self.qps.get(&qpn) else { return };
         let Some(sq) = &qp.sq else { return };
-        let (uar, ring, size, half) = (
+        let (uar, ring, size, half, ci) = (
             Arc::clone(&sq.uar),
             Arc::clone(&sq.ring),
             sq.size,
             sq.bf_size as usize,
+            sq.ci,
         );
-        let db = qp.dbrec.load_be32_acquire(4).unwrap_or(0) as u16;
+        let dbrec = Arc::clone(&qp.dbrec);
         let mut rung = false;
         for k in 0..2 {
             let off = UAR_BF_OFFSET + k * half.max(8);
@@ -1171,6 +1177,10 @@ impl Device {
             if word == [0; 8] {
                 continue;
             }
+            // The record after the register: the core writes the record
+            // first, so a record read now covers this doorbell even when
+            // the core runs on another thread.
+            let db = dbrec.load_be32_acquire(4).unwrap_or(0) as u16;
             let Some((_, _, idx, wqpn, ds)) = wqe::peek_ctrl(&[&word[..], &[0; 8]].concat()) else {
                 continue;
             };
@@ -1192,7 +1202,9 @@ impl Device {
                     if bf[8..].iter().any(|&b| b != 0) {
                         let ring_bytes =
                             read_ring(&ring, size, u32::from(idx), len.div_ceil(64) as u32);
-                        if ring_bytes[..len] != bf[..] {
+                        if ring_bytes[..len] != bf[..]
+                            && !stale_blueflame(&ring, size, ci, db, &ring_bytes, &bf)
+                        {
                             self.events.push(EmuEvent::BlueFlameMismatch {
                                 qpn,
                                 wqe_index: idx,
@@ -2404,6 +2416,45 @@ impl Device {
     }
 }
 
+/// Whether a BlueFlame half that disagrees with the ring is an 8-byte
+/// doorbell written over an earlier, not yet observed BlueFlame copy of
+/// another published WQE, rather than a bad copy.
+///
+/// The hardware sees every register write as it happens; this device
+/// polls the UAR page as memory, so when the core rings the same half
+/// twice between two polls (a BlueFlame copy, then a plain doorbell) the
+/// half holds the new doorbell word over the old copy's bytes. That is
+/// the case when the doorbell word matches the ring and the rest matches
+/// some other WQE published since the device's consumer position `ci`.
+fn stale_blueflame(
+    ring: &DmaBlock,
+    size: RingSize,
+    ci: u32,
+    db: u16,
+    ring_bytes: &[u8],
+    bf: &[u8],
+) -> bool {
+    if ring_bytes.get(..8) != bf.get(..8) {
+        return false;
+    }
+    let mut at = ci;
+    while (at as u16) != db {
+        let first = read_ring(ring, size, at, 1);
+        let ds = wqe::peek_ctrl(&first).map_or(0, |c| c.4);
+        let bbs = (usize::from(ds.max(1)) * 16).div_ceil(64) as u32;
+        let n = bf.len().min(64 * bbs as usize);
+        let other = read_ring(ring, size, at, bbs);
+        if n > 8 && other[8..n] == bf[8..n] {
+            return true;
+        }
+        at = at.wrapping_add(bbs);
+        if at.wrapping_sub(ci) > size.entries() {
+            break;
+        }
+    }
+    false
+}
+
 /// Reads `bbs` WQEBBs from the SQ ring starting at `counter`, wrapping at
 /// the ring end (WQEs and their inline data may wrap, PRM-FACTS §5.2).
 fn read_ring(ring: &DmaBlock, size: RingSize, counter: u32, bbs: u32) -> Vec<u8> {
@@ -2453,5 +2504,42 @@ impl Device {
             Arc::clone(&cq.dbrec),
             Arc::clone(&self.cq_uars[&cqn]),
         )
+    }
+}
+
+/// The shared blocks behind a queue's raw parts, so that whoever holds the
+/// parts can keep the memory alive after the object is destroyed
+/// ([`crate::emu::core_parts`]).
+impl Device {
+    /// SQ ring, QP doorbell record and UAR page of `qpn` (the SQ blocks
+    /// are absent for a QP without an SQ), and the RQ ring if it has one.
+    pub(crate) fn qp_blocks(&self, qpn: Qpn) -> Option<Vec<Arc<DmaBlock>>> {
+        let qp = self.qps.get(&qpn)?;
+        let mut v = vec![Arc::clone(&qp.dbrec)];
+        if let Some(sq) = &qp.sq {
+            v.push(Arc::clone(&sq.ring));
+            v.push(Arc::clone(&sq.uar));
+        }
+        if let RqAttach::Own(rq) = &qp.rq {
+            v.push(Arc::clone(&rq.ring));
+        }
+        Some(v)
+    }
+
+    /// Ring and doorbell record of an SRQ.
+    pub(crate) fn srq_blocks(&self, srqn: Srqn) -> Option<Vec<Arc<DmaBlock>>> {
+        let s = self.srqs.get(&srqn)?;
+        Some(vec![Arc::clone(&s.ring), Arc::clone(&s.dbrec)])
+    }
+
+    /// Ring, doorbell record and UAR page of a CQ.
+    pub(crate) fn cq_blocks(&self, cqn: Cqn) -> Option<Vec<Arc<DmaBlock>>> {
+        let cq = self.cqs.get(&cqn)?;
+        let uar = self.cq_uars.get(&cqn)?;
+        Some(vec![
+            Arc::clone(&cq.ring),
+            Arc::clone(&cq.dbrec),
+            Arc::clone(uar),
+        ])
     }
 }

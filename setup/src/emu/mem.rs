@@ -17,7 +17,8 @@
 //!   of the enhanced layout) with a **release** store after the body, which
 //!   pairs with the core's owner check followed by its from-device barrier.
 //!
-//! Nothing else in `emu` contains `unsafe`.
+//! Nothing else in `emu` contains `unsafe` but [`super::core_parts`], which
+//! turns the parts' pointers into the core's typed views.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;

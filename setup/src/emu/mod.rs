@@ -19,31 +19,41 @@
 //! - [`cq`]: the CQE writer and compression;
 //! - [`qp`]: QPs, SRQs, their state machine and raw parts;
 //! - [`device`]: the device, its resources, the step-mode engine and fault
-//!   injection.
+//!   injection;
+//! - [`core_parts`]: the raw parts as the core's types take them;
+//! - [`thread`]: the device on its own thread (throughput runs).
 //!
 //! Step mode: tests write WQEs into the rings, write the doorbell records,
 //! then drive the device with [`Device::process_sq`] (one QP) or
 //! [`Device::step`] (everything: UAR doorbells, all SQs, flushes, delayed
 //! completions). Completions are written into the CQ rings when the call
 //! returns.
+//!
+//! Thread mode: [`DeviceThread`] moves the device to its own thread, which
+//! steps it whenever a UAR doorbell or BlueFlame write arrives; control
+//! calls reach it through [`DeviceThread::with`].
 
 pub mod config;
+pub mod core_parts;
 pub mod cq;
 pub mod device;
 pub mod eth;
 pub mod mem;
 pub mod mr;
 pub mod qp;
+pub mod thread;
 pub mod wqe;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::{AtomicEndianness, Caps, ClockMode, DeviceConfig};
+pub use core_parts::{CoreCq, CoreRq, CoreSq, RqRawParts};
 pub use cq::{CompressionCfg, CompressionLayout, CqeSize};
 pub use device::{CqInit, Device, Fault, QpAttr, QpInit, RqInit, SrqInit, StepReport};
 pub use mem::{DmaBlock, MemError, Region, UserRegion};
 pub use qp::{EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts};
+pub use thread::DeviceThread;
 
 use std::fmt;
 

@@ -349,7 +349,10 @@ pub fn parse(bytes: &[u8], ctx: &ParseCtx) -> Result<Wqe, WqeFault> {
 
     let mut xrc_srqn = None;
     let mut av = None;
-    if opcode != SendOpcode::Nop && opcode != SendOpcode::LocalInval {
+    if !matches!(
+        opcode,
+        SendOpcode::Nop | SendOpcode::LocalInval | SendOpcode::Umr
+    ) {
         if ctx.qp_type == QpType::XrcIni {
             let x: XrcSeg = cur.seg(XrcSeg::SIZE)?;
             xrc_srqn = Some(x.xrc_srqn.get() & 0x00ff_ffff);
@@ -364,6 +367,7 @@ pub fn parse(bytes: &[u8], ctx: &ParseCtx) -> Result<Wqe, WqeFault> {
         SendOpcode::LocalInval => Op::LocalInval {
             key: ctrl.imm.get(),
         },
+        SendOpcode::Umr => umr_local_inval(&mut cur, ctrl.imm.get())?,
         SendOpcode::Send | SendOpcode::SendImm | SendOpcode::SendInval
             if ctx.qp_type != QpType::RawPacket =>
         {
@@ -451,7 +455,7 @@ fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFau
         S::SendInval => reliable,
         S::RdmaWrite | S::RdmaWriteImm => ib,
         S::RdmaRead | S::AtomicCs | S::AtomicFa | S::AtomicMaskedCs | S::AtomicMaskedFa => reliable,
-        S::LocalInval => t != QpType::RawPacket && t != QpType::XrcTgt,
+        S::LocalInval | S::Umr => t != QpType::RawPacket && t != QpType::XrcTgt,
         S::Tso => {
             if t != QpType::RawPacket {
                 false
@@ -477,7 +481,8 @@ fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFau
             }
         }
         S::Unknown(_) => return Err(WqeFault::Unsupported),
-        // Implemented by the hardware but not by this device: UMR, WAIT,
+        // Implemented by the hardware but not by this device: UMR other
+        // than the local invalidate (rejected in `umr_local_inval`), WAIT,
         // SEND_EN, PSV, MMO, ...
         _ => return Err(WqeFault::Unsupported),
     };
@@ -485,6 +490,39 @@ fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFau
         Ok(())
     } else {
         Err(WqeFault::OpcodeNotAllowed)
+    }
+}
+
+// The UMR WQE of a local invalidate, as libmlx5 builds it for
+// `ibv_wr_local_inv` (rdma-core `qp.c` `mlx5_send_wr_local_inv`:
+// `set_umr_control_seg` + `set_umr_mkey_seg` with a zero-length bind;
+// `mlx5dv.h` `struct mlx5_wqe_umr_ctrl_seg`, `struct mlx5_wqe_mkey_context_seg`).
+/// Bytes of the UMR control segment.
+const UMR_CTRL_BYTES: usize = 48;
+/// Bytes of the mkey context segment.
+const MKEY_CTX_BYTES: usize = 64;
+/// UMR control `flags` bit: the translation is inline (`MLX5_WQE_UMR_CTRL_FLAG_INLINE`).
+const UMR_CTRL_FLAG_INLINE: u8 = 1 << 7;
+/// UMR control `mkey_mask` bit: the free field is valid (`MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE`).
+const UMR_MKEY_MASK_FREE: u64 = 1 << 29;
+/// Mkey context `free` byte bit (`MLX5_WQE_MKEY_CONTEXT_FREE`).
+const MKEY_CONTEXT_FREE: u8 = 1 << 6;
+
+/// A UMR WQE: the only one this device executes is the local invalidate
+/// (free the mkey named by the control segment's `imm`); any other UMR is
+/// unsupported.
+fn umr_local_inval(cur: &mut Cursor<'_>, key: u32) -> Result<Op, WqeFault> {
+    let umr = cur.take(UMR_CTRL_BYTES)?;
+    let mkey = cur.take(MKEY_CTX_BYTES)?;
+    let mut mask = [0u8; 8];
+    mask.copy_from_slice(&umr[8..16]);
+    let frees = umr[0] & UMR_CTRL_FLAG_INLINE != 0
+        && u64::from_be_bytes(mask) & UMR_MKEY_MASK_FREE != 0
+        && mkey[0] & MKEY_CONTEXT_FREE != 0;
+    if frees {
+        Ok(Op::LocalInval { key })
+    } else {
+        Err(WqeFault::Unsupported)
     }
 }
 

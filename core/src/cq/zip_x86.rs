@@ -1,0 +1,376 @@
+//! SSE4.1 and AVX2 mini-array decoders: [`super::zip::decode_scalar`],
+//! vectorised, bit for bit the same [`MiniBatch`].
+//!
+//! The idea is DPDK's (`mlx5_rxtx_vec_sse.h`: a `pshufb` mask moves and
+//! byte-swaps mini-CQE fields in one instruction); the code is not. Every
+//! mini is two big-endian words: `first` (bytes 0–3: hash, checksum, flow
+//! tag low, stride index, header type, requester counter and opcode) and
+//! `second` (bytes 4–7: byte count, flow tag high). One shuffle per pair of
+//! minis byte-swaps both words and groups them (`[first a, first b,
+//! second a, second b]`); 64-bit unpacks (and, for AVX2, a cross-lane
+//! `vpermq`) then give one vector of the eight `first` words and one of the
+//! eight `second` words. Everything after is shifts, masks, packs and, for
+//! the running `wqe_counter` on a striding RQ, a prefix sum of the strides
+//! over 16-bit lanes (three shift-and-adds).
+//!
+//! Availability is proved by a token ([`Sse41`], [`Avx2`]): built at compile
+//! time when the crate is compiled with the feature
+//! (`cfg(target_feature)`), or by the caller after runtime detection
+//! (`core` is `no_std`; `is_x86_feature_detected!` needs `std`) through an
+//! `unsafe` constructor. The decoders are `#[target_feature]` functions;
+//! the only `unsafe` here is calling them (the token is the proof) and the
+//! intrinsic loads and stores inside them.
+
+use super::zip::{MiniBatch, MiniKind, Unzip, FLOW_TAG_BITS, SOP_MASK};
+use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
+use core::arch::x86_64::{
+    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_castsi256_si128,
+    _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_or_si256, _mm256_permute4x64_epi64,
+    _mm256_set1_epi32, _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32,
+    _mm256_storeu_si256, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16,
+    _mm_and_si128, _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32,
+    _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi8, _mm_setzero_si128,
+    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_storel_epi64,
+    _mm_storeu_si128, _mm_unpackhi_epi64, _mm_unpacklo_epi64,
+};
+
+/// Proof that the CPU running this code has SSE4.1 (and the SSSE3 it
+/// implies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sse41(());
+
+impl Sse41 {
+    /// The token, if the crate was compiled with SSE4.1 enabled
+    /// (`-C target-feature=+sse4.1`, or a `-C target-cpu` that has it).
+    pub const fn compile_time() -> Option<Self> {
+        if cfg!(target_feature = "sse4.1") {
+            Some(Self(()))
+        } else {
+            None
+        }
+    }
+
+    /// The token, unconditionally.
+    ///
+    /// # Safety
+    /// Every CPU that runs code using the token must support SSE4.1 (with
+    /// `std`: `is_x86_feature_detected!("sse4.1")` returned true).
+    pub const unsafe fn new_unchecked() -> Self {
+        Self(())
+    }
+
+    /// Decodes one mini array ([`super::zip::decode_scalar`]'s contract).
+    #[inline]
+    pub fn decode(
+        self,
+        unzip: Unzip,
+        minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+        start: u16,
+        out: &mut MiniBatch,
+    ) {
+        // SAFETY: `self` exists, so SSE4.1 is available (the contract of
+        // its constructors); that is all `decode_sse41` requires.
+        unsafe { decode_sse41(unzip, minis, start, out) }
+    }
+}
+
+/// Proof that the CPU running this code has AVX2 (and the SSE4.1 it
+/// implies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Avx2(());
+
+impl Avx2 {
+    /// The token, if the crate was compiled with AVX2 enabled
+    /// (`-C target-feature=+avx2`, or a `-C target-cpu` that has it).
+    pub const fn compile_time() -> Option<Self> {
+        if cfg!(target_feature = "avx2") {
+            Some(Self(()))
+        } else {
+            None
+        }
+    }
+
+    /// The token, unconditionally.
+    ///
+    /// # Safety
+    /// Every CPU that runs code using the token must support AVX2 (with
+    /// `std`: `is_x86_feature_detected!("avx2")` returned true).
+    pub const unsafe fn new_unchecked() -> Self {
+        Self(())
+    }
+
+    /// Decodes one mini array ([`super::zip::decode_scalar`]'s contract).
+    #[inline]
+    pub fn decode(
+        self,
+        unzip: Unzip,
+        minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+        start: u16,
+        out: &mut MiniBatch,
+    ) {
+        // SAFETY: `self` exists, so AVX2 is available (the contract of its
+        // constructors); that is all `decode_avx2` requires.
+        unsafe { decode_avx2(unzip, minis, start, out) }
+    }
+}
+
+/// Per 16-byte pair of minis `a, b`: `[first a, first b, second a,
+/// second b]`, each word byte-swapped to host order.
+macro_rules! pair_shuffle {
+    () => {
+        _mm_setr_epi8(3, 2, 1, 0, 11, 10, 9, 8, 7, 6, 5, 4, 15, 14, 13, 12)
+    };
+}
+
+/// 0, 1, … 7: the running counter of a cyclic RQ advances by one.
+macro_rules! iota16 {
+    () => {
+        _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7)
+    };
+}
+
+/// Decodes one mini array with 128-bit vectors.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+unsafe fn decode_sse41(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    start: u16,
+    out: &mut MiniBatch,
+) {
+    let src = minis.as_ptr().cast::<__m128i>();
+    // SAFETY: SSE4.1 (and SSSE3) are enabled for this function and
+    // available (caller contract). Loads: four 16-byte unaligned loads
+    // cover exactly the 64-byte array. Stores: each writes 16 (or 8) bytes
+    // inside one array field of `out` (32-byte u32 arrays take two, the
+    // 16-byte u16 arrays one, the 8-byte u8 array a low-half store).
+    unsafe {
+        let pair = pair_shuffle!();
+        let p0 = _mm_shuffle_epi8(_mm_loadu_si128(src), pair);
+        let p1 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(1)), pair);
+        let p2 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(2)), pair);
+        let p3 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(3)), pair);
+        // Lanes 0–3 and 4–7 of the `first` and `second` words.
+        let first = [_mm_unpacklo_epi64(p0, p1), _mm_unpacklo_epi64(p2, p3)];
+        let second = [_mm_unpackhi_epi64(p0, p1), _mm_unpackhi_epi64(p2, p3)];
+
+        let store32 = |dst: &mut [u32; MINI_CQE_ARRAY_SIZE], v: [__m128i; 2]| {
+            let d = dst.as_mut_ptr().cast::<__m128i>();
+            _mm_storeu_si128(d, v[0]);
+            _mm_storeu_si128(d.add(1), v[1]);
+        };
+        let store16 = |dst: &mut [u16; MINI_CQE_ARRAY_SIZE], v: __m128i| {
+            _mm_storeu_si128(dst.as_mut_ptr().cast::<__m128i>(), v);
+        };
+        // Eight u32 lanes to eight u16 lanes; every value is below 2^16.
+        let pack16 = |v: [__m128i; 2]| _mm_packus_epi32(v[0], v[1]);
+        let shr8 = |v: [__m128i; 2]| [_mm_srli_epi32::<8>(v[0]), _mm_srli_epi32::<8>(v[1])];
+        let shr16 = |v: [__m128i; 2]| [_mm_srli_epi32::<16>(v[0]), _mm_srli_epi32::<16>(v[1])];
+        let shr24 = |v: [__m128i; 2]| [_mm_srli_epi32::<24>(v[0]), _mm_srli_epi32::<24>(v[1])];
+        let and = |v: [__m128i; 2], m: u32| {
+            let m = _mm_set1_epi32(m as i32);
+            [_mm_and_si128(v[0], m), _mm_and_si128(v[1], m)]
+        };
+        let or =
+            |a: [__m128i; 2], b: [__m128i; 2]| [_mm_or_si128(a[0], b[0]), _mm_or_si128(a[1], b[1])];
+        let splat = |x: u32| {
+            let v = _mm_set1_epi32(x as i32);
+            [v, v]
+        };
+
+        let title_sop = unzip.title_sop_drop_qpn;
+        let mut byte_cnt = second;
+        // The fields the minis carry (PRM-FACTS §10.2, §10.3); the others
+        // keep the title's values (`MiniBatch::new`).
+        match unzip.kind {
+            MiniKind::Req => {
+                // Byte 2: the send opcode, into `sop_drop_qpn[31:24]`.
+                let sop = [
+                    _mm_slli_epi32::<16>(first[0]),
+                    _mm_slli_epi32::<16>(first[1]),
+                ];
+                let sop = or(and(sop, SOP_MASK), splat(title_sop & !SOP_MASK));
+                store32(&mut out.sop_drop_qpn, sop);
+            }
+            MiniKind::Hash => store32(&mut out.rss_hash_result, first),
+            MiniKind::Csum | MiniKind::CsumStridx => {
+                store16(&mut out.check_sum, pack16(shr16(first)));
+            }
+            MiniKind::ByteCnt => {}
+            MiniKind::FtagStridx => {
+                // Tag [15:0] in bytes 0–1, [23:16] in byte 4; count in 5–7.
+                byte_cnt = and(second, FLOW_TAG_BITS);
+                let tag = or(and(shr8(second), 0x00ff_0000), shr16(first));
+                let sop = or(tag, splat(title_sop & !FLOW_TAG_BITS));
+                store32(&mut out.sop_drop_qpn, sop);
+            }
+            MiniKind::L34hStridx => {
+                let hdr = _mm_packus_epi16(pack16(shr24(first)), _mm_setzero_si128());
+                _mm_storel_epi64(out.l4_l3_hdr_type.as_mut_ptr().cast::<__m128i>(), hdr);
+            }
+        }
+        store32(&mut out.byte_cnt, byte_cnt);
+        let wqe_counter = match (unzip.kind, unzip.striding) {
+            // Requester: bytes 0–1.
+            (MiniKind::Req, _) => pack16(shr16(first)),
+            // Stride index: bytes 2–3.
+            (MiniKind::FtagStridx | MiniKind::CsumStridx | MiniKind::L34hStridx, _) => {
+                pack16(and(first, 0xffff))
+            }
+            // Running counter, striding RQ: `start` plus the exclusive
+            // prefix sum of the strides (`byte_cnt[29:16]`).
+            (MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt, true) => {
+                let steps = pack16(and(shr16(byte_cnt), 0x3fff));
+                let mut sum = _mm_slli_si128::<2>(steps);
+                sum = _mm_add_epi16(sum, _mm_slli_si128::<2>(sum));
+                sum = _mm_add_epi16(sum, _mm_slli_si128::<4>(sum));
+                sum = _mm_add_epi16(sum, _mm_slli_si128::<8>(sum));
+                _mm_add_epi16(_mm_set1_epi16(start as i16), sum)
+            }
+            // Running counter, cyclic RQ: `start` plus the lane number.
+            (MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt, false) => {
+                _mm_add_epi16(_mm_set1_epi16(start as i16), iota16!())
+            }
+        };
+        store16(&mut out.wqe_counter, wqe_counter);
+    }
+}
+
+/// Decodes one mini array with 256-bit vectors (eight u32 lanes).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn decode_avx2(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    start: u16,
+    out: &mut MiniBatch,
+) {
+    let src = minis.as_ptr().cast::<__m256i>();
+    // SAFETY: AVX2 (and SSE4.1) are enabled for this function and
+    // available (caller contract). Loads: two 32-byte unaligned loads
+    // cover exactly the 64-byte array. Stores: each writes 32, 16 or 8
+    // bytes inside one array field of `out` of at least that size.
+    unsafe {
+        // `vpshufb` shuffles within each 128-bit lane: the same mask twice.
+        let pair = _mm256_broadcastsi128_si256(pair_shuffle!());
+        // Per 128-bit lane: [first a, first b, second a, second b].
+        let p0 = _mm256_shuffle_epi8(_mm256_loadu_si256(src), pair);
+        let p1 = _mm256_shuffle_epi8(_mm256_loadu_si256(src.add(1)), pair);
+        // The unpacks give quadwords of lanes [01, 45, 23, 67]; `vpermq`
+        // (0, 2, 1, 3) puts them in order.
+        let first = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_unpacklo_epi64(p0, p1));
+        let second = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_unpackhi_epi64(p0, p1));
+
+        let store32 = |dst: &mut [u32; MINI_CQE_ARRAY_SIZE], v: __m256i| {
+            _mm256_storeu_si256(dst.as_mut_ptr().cast::<__m256i>(), v);
+        };
+        let store16 = |dst: &mut [u16; MINI_CQE_ARRAY_SIZE], v: __m128i| {
+            _mm_storeu_si128(dst.as_mut_ptr().cast::<__m128i>(), v);
+        };
+        // Eight u32 lanes to eight u16 lanes; every value is below 2^16.
+        let pack16 = |v: __m256i| {
+            _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v))
+        };
+        let and = |v: __m256i, m: u32| _mm256_and_si256(v, _mm256_set1_epi32(m as i32));
+        let splat = |x: u32| _mm256_set1_epi32(x as i32);
+
+        let title_sop = unzip.title_sop_drop_qpn;
+        let mut byte_cnt = second;
+        // The fields the minis carry (PRM-FACTS §10.2, §10.3); the others
+        // keep the title's values (`MiniBatch::new`).
+        match unzip.kind {
+            MiniKind::Req => {
+                // Byte 2: the send opcode, into `sop_drop_qpn[31:24]`.
+                let sop = and(_mm256_slli_epi32::<16>(first), SOP_MASK);
+                let sop = _mm256_or_si256(sop, splat(title_sop & !SOP_MASK));
+                store32(&mut out.sop_drop_qpn, sop);
+            }
+            MiniKind::Hash => store32(&mut out.rss_hash_result, first),
+            MiniKind::Csum | MiniKind::CsumStridx => {
+                store16(&mut out.check_sum, pack16(_mm256_srli_epi32::<16>(first)));
+            }
+            MiniKind::ByteCnt => {}
+            MiniKind::FtagStridx => {
+                // Tag [15:0] in bytes 0–1, [23:16] in byte 4; count in 5–7.
+                byte_cnt = and(second, FLOW_TAG_BITS);
+                let tag = _mm256_or_si256(
+                    and(_mm256_srli_epi32::<8>(second), 0x00ff_0000),
+                    _mm256_srli_epi32::<16>(first),
+                );
+                let sop = _mm256_or_si256(tag, splat(title_sop & !FLOW_TAG_BITS));
+                store32(&mut out.sop_drop_qpn, sop);
+            }
+            MiniKind::L34hStridx => {
+                let hdr = pack16(_mm256_srli_epi32::<24>(first));
+                let hdr = _mm_packus_epi16(hdr, _mm_setzero_si128());
+                _mm_storel_epi64(out.l4_l3_hdr_type.as_mut_ptr().cast::<__m128i>(), hdr);
+            }
+        }
+        store32(&mut out.byte_cnt, byte_cnt);
+        let wqe_counter = match (unzip.kind, unzip.striding) {
+            // Requester: bytes 0–1.
+            (MiniKind::Req, _) => pack16(_mm256_srli_epi32::<16>(first)),
+            // Stride index: bytes 2–3.
+            (MiniKind::FtagStridx | MiniKind::CsumStridx | MiniKind::L34hStridx, _) => {
+                pack16(and(first, 0xffff))
+            }
+            // Running counter, striding RQ: `start` plus the exclusive
+            // prefix sum of the strides (`byte_cnt[29:16]`).
+            (MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt, true) => {
+                let steps = pack16(and(_mm256_srli_epi32::<16>(byte_cnt), 0x3fff));
+                let mut sum = _mm_slli_si128::<2>(steps);
+                sum = _mm_add_epi16(sum, _mm_slli_si128::<2>(sum));
+                sum = _mm_add_epi16(sum, _mm_slli_si128::<4>(sum));
+                sum = _mm_add_epi16(sum, _mm_slli_si128::<8>(sum));
+                _mm_add_epi16(_mm_set1_epi16(start as i16), sum)
+            }
+            // Running counter, cyclic RQ: `start` plus the lane number.
+            (MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt, false) => {
+                _mm_add_epi16(_mm_set1_epi16(start as i16), iota16!())
+            }
+        };
+        store16(&mut out.wqe_counter, wqe_counter);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::zip::{prop, UnzipPath};
+    use super::*;
+
+    fn rounds() -> usize {
+        if cfg!(miri) {
+            8
+        } else {
+            20_000
+        }
+    }
+
+    #[test]
+    fn sse41_matches_scalar_and_reference() {
+        if !std::is_x86_feature_detected!("sse4.1") {
+            std::eprintln!("SSE4.1 not available: skipped");
+            return;
+        }
+        // SAFETY: detected just above.
+        let path = UnzipPath::Sse41(unsafe { Sse41::new_unchecked() });
+        let n = prop::check_path(path, 0x5eed_5e41, rounds(), 512);
+        std::eprintln!("sse4.1: {n} minis checked");
+    }
+
+    #[test]
+    fn avx2_matches_scalar_and_reference() {
+        if !std::is_x86_feature_detected!("avx2") {
+            std::eprintln!("AVX2 not available: skipped");
+            return;
+        }
+        // SAFETY: detected just above.
+        let path = UnzipPath::Avx2(unsafe { Avx2::new_unchecked() });
+        let n = prop::check_path(path, 0x5eed_a0c2, rounds(), 512);
+        std::eprintln!("avx2: {n} minis checked");
+    }
+}

@@ -1,0 +1,251 @@
+//! The core's `Cq` over an arbitrary ring in ordinary memory: polled until
+//! empty or error through every polling API, it must never panic, never
+//! read or write outside the ring, doorbell record and UAR page (the
+//! address sanitizer watches), and must terminate. Polled once more with
+//! the scalar mini decoder and once with the best path this CPU runs, it
+//! must report the same completions bit for bit.
+//!
+//! Input: byte 0 = CQE size (bit 0), compression (bits 1–2: none, basic,
+//! enhanced, enhanced), striding RQ (bit 3), polling API (bits 4–5: `poll`,
+//! `poll_wc`, `start_poll`/`next_poll`, a mix), arm (bit 6), mini decoder
+//! of the API run (bit 7: the scalar reference, else the best path); byte
+//! 1 = log2 of the CQE count (mod 9); byte 2 = mini format (raw PRM value,
+//! unknown ones included); bytes 3–6 = consumer index; the rest = ring
+//! bytes, zero-padded.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mlx5dp::cq::{
+    Cq, CqConfig, CqParts, CqeSize, Layout, Origin, PollError, RawCounters, UnzipPath, Wc,
+};
+use mlx5dp::prm::{Cqe64, MiniCqeFormat};
+use std::ptr::NonNull;
+
+/// Ring, doorbell record and UAR page, held as raw pointers only.
+struct Mem {
+    ring: *mut [u8],
+    dbrec: *mut [u32; 2],
+    uar: *mut [u64; 512],
+}
+
+impl Mem {
+    fn new(bytes: Vec<u8>) -> Self {
+        Self {
+            ring: Box::into_raw(bytes.into_boxed_slice()),
+            dbrec: Box::into_raw(Box::new([0u32; 2])),
+            uar: Box::into_raw(Box::new([0u64; 512])),
+        }
+    }
+
+    /// Builds a CQ over this memory and runs `f` on it; the CQ is dropped
+    /// before `f`'s result is returned, so it never outlives the memory.
+    fn with_cq<R>(
+        &mut self,
+        cqe_cnt: u32,
+        cqe_size: CqeSize,
+        cfg: CqConfig,
+        ci: u32,
+        f: impl FnOnce(&mut Cq) -> R,
+    ) -> R {
+        assert_eq!(self.ring.len(), cqe_cnt as usize * cqe_size.bytes());
+        let parts = CqParts {
+            buf: NonNull::new(self.ring.cast::<u8>()).expect("boxed slice"),
+            cqe_cnt,
+            cqe_size,
+            dbrec: NonNull::new(self.dbrec.cast::<u32>()).expect("box"),
+            uar: NonNull::new(self.uar.cast::<u8>()),
+            cqn: 0x1234,
+        };
+        // SAFETY: the ring is exactly cqe_cnt * cqe_size bytes (asserted),
+        // the record 8 aligned bytes, the UAR page 4 KiB, all owned by
+        // `self` (borrowed mutably for the CQ's whole life) and freed only
+        // in `Drop`; the CQ is a local of this function.
+        let mut cq = unsafe { Cq::from_raw_parts(parts, cfg, ci) }.expect("valid parts");
+        f(&mut cq)
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        // SAFETY: each pointer came from Box::into_raw in `new`, no CQ over
+        // them is alive (`with_cq` drops its CQ), freed once.
+        unsafe {
+            drop(Box::from_raw(self.ring));
+            drop(Box::from_raw(self.dbrec));
+            drop(Box::from_raw(self.uar));
+        }
+    }
+}
+
+/// The best mini decoder this CPU runs.
+fn best_path() -> UnzipPath {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use mlx5dp::cq::zip_x86::{Avx2, Sse41};
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 detected just above.
+            return UnzipPath::Avx2(unsafe { Avx2::new_unchecked() });
+        }
+        if std::is_x86_feature_detected!("sse4.1") {
+            // SAFETY: SSE4.1 detected just above.
+            return UnzipPath::Sse41(unsafe { Sse41::new_unchecked() });
+        }
+    }
+    UnzipPath::compile_time()
+}
+
+/// A static ring cannot yield unboundedly many completions: each slot is
+/// owned for one pass parity (basic) or one iteration count in 256
+/// (enhanced), and a session stands for at most one ring of indices.
+fn bound(cqe_cnt: u32) -> usize {
+    16 * cqe_cnt as usize + 64
+}
+
+/// Everything a poll reported, for comparing two decoders.
+#[derive(Debug, PartialEq)]
+struct Trace {
+    completions: Vec<(Cqe64, Origin, u64, [u8; 64])>,
+    error: Option<PollError>,
+    ci: u32,
+}
+
+fn trace(cq: &mut Cq, cqe_cnt: u32) -> Trace {
+    let mut wqs = RawCounters::default();
+    let mut completions = Vec::new();
+    let error = cq
+        .poll(&mut wqs, bound(cqe_cnt) + 1, |c| {
+            let mut inline = [0u8; 64];
+            if let Some(d) = c.inline_data() {
+                inline[..d.len()].copy_from_slice(d);
+            }
+            completions.push((*c.cqe(), c.origin(), c.wr_id(), inline));
+        })
+        .err();
+    assert!(
+        completions.len() <= bound(cqe_cnt),
+        "poller did not terminate"
+    );
+    Trace {
+        completions,
+        error,
+        ci: cq.consumer_index(),
+    }
+}
+
+fn exercise_apis(cq: &mut Cq, cqe_cnt: u32, api: u8, arm: bool) {
+    let mut wqs = RawCounters::default();
+    let bound = bound(cqe_cnt);
+    let mut total = 0usize;
+    let mut calls = 0usize;
+    loop {
+        calls += 1;
+        assert!(calls <= bound + 1, "poller did not terminate");
+        let step = match if api == 3 { calls as u8 % 3 } else { api } {
+            0 => cq.poll(&mut wqs, 3, |c| {
+                let _ = c.to_wc();
+                let _ = c.inline_data();
+                let _ = c.stride_index();
+            }),
+            1 => {
+                let mut wc = [Wc::default(); 4];
+                cq.poll_wc(&mut wqs, &mut wc)
+            }
+            _ => match cq.start_poll(&mut wqs) {
+                Ok(None) => Ok(0),
+                Ok(Some(mut batch)) => {
+                    let mut n = 1;
+                    let _ = batch.completion().to_wc();
+                    while n < 5 {
+                        match batch.next_poll() {
+                            Ok(true) => {
+                                let _ = batch.completion().wc_flags();
+                                n += 1;
+                            }
+                            Ok(false) | Err(_) => break,
+                        }
+                    }
+                    batch.end_poll();
+                    Ok(n)
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match step {
+            Ok(0) => break,
+            Ok(n) => {
+                total += n;
+                assert!(total <= bound, "{total} completions from a static ring");
+            }
+            // A broken CQ stays broken; others may go on.
+            Err(_) if cq.is_broken() => break,
+            Err(_) => {}
+        }
+        if arm {
+            cq.arm(calls.is_multiple_of(2));
+            cq.ack_events(1);
+        }
+    }
+    let _ = cq.error_log();
+}
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() < 7 {
+        return;
+    }
+    let (head, body) = data.split_at(7);
+    let cqe_size = if head[0] & 1 == 0 {
+        CqeSize::B64
+    } else {
+        CqeSize::B128
+    };
+    let format = MiniCqeFormat::from_raw(head[2]);
+    let compression = match (head[0] >> 1) & 3 {
+        0 => None,
+        1 => Some((Layout::Basic, format)),
+        _ => Some((Layout::Enhanced, format)),
+    };
+    let cfg = CqConfig {
+        compression,
+        striding_rq: head[0] & 8 != 0,
+        ..CqConfig::default()
+    };
+    let cqe_cnt = 1u32 << (head[1] % 9);
+    let ci = u32::from_le_bytes([head[3], head[4], head[5], head[6]]);
+    let mut ring = body.to_vec();
+    ring.resize(cqe_cnt as usize * cqe_size.bytes(), 0);
+
+    // Every API, with the decoder bit 7 picks.
+    let api_cfg = CqConfig {
+        unzip: if head[0] & 128 != 0 {
+            UnzipPath::Scalar
+        } else {
+            best_path()
+        },
+        ..cfg
+    };
+    let mut mem = Mem::new(ring.clone());
+    mem.with_cq(cqe_cnt, cqe_size, api_cfg, ci, |cq| {
+        exercise_apis(cq, cqe_cnt, (head[0] >> 4) & 3, head[0] & 64 != 0)
+    });
+    drop(mem);
+
+    // The scalar reference and the best path agree.
+    let scalar_cfg = CqConfig {
+        unzip: UnzipPath::Scalar,
+        ..cfg
+    };
+    let best_cfg = CqConfig {
+        unzip: best_path(),
+        ..cfg
+    };
+    let mut a = Mem::new(ring.clone());
+    let scalar = a.with_cq(cqe_cnt, cqe_size, scalar_cfg, ci, |cq| trace(cq, cqe_cnt));
+    let mut b = Mem::new(ring);
+    let best = b.with_cq(cqe_cnt, cqe_size, best_cfg, ci, |cq| trace(cq, cqe_cnt));
+    assert_eq!(
+        scalar,
+        best,
+        "scalar and {} disagree",
+        best_cfg.unzip.name()
+    );
+});

@@ -1,0 +1,1008 @@
+//! `mlx5dp decode cq`: a whole CQ ring snapshot, polled the way the data
+//! path polls it (PRM-FACTS §9.2, §10.4, §10.5).
+//!
+//! The snapshot is copied into ordinary memory and handed to the core's
+//! own poller ([`mlx5dp::cq::Cq`]) with the consumer index the user gives:
+//! ownership (owner bit and pass parity, or the enhanced layout's validity
+//! iteration count), session opening, mini-CQE expansion and the consumer
+//! index all come from the data path itself, not from a second reading of
+//! the layouts. Polling stops at the first entry hardware still owns.
+//!
+//! Each completion is reported as the expanded 64-byte CQE, decoded by
+//! [`super::cqe`] (so the JSON keys are those of `mlx5dp decode cqe`),
+//! plus its ring slot, whether it came from a compressed session, and the
+//! mini-format fields under their mini-CQE names (`rx_hash`, `checksum`,
+//! and `stride_idx`/`strides` on a striding RQ).
+//!
+//! Slots: every completion stands for one consumer index, minis included
+//! (a basic session of N minis covers N slots from its title, an enhanced
+//! compressed CQE of N minis covers N slots from itself); `slot` is that
+//! index modulo the ring size.
+//!
+//! Panic policy: any bytes and parameters give a [`DecodedRing`] or a
+//! [`RingError`]; nothing panics. A snapshot holds at most one ring's
+//! worth of consumer indices from `ci`: a session reaching beyond that
+//! ran past the ring and is an error, as is every [`PollError`].
+
+use super::cqe::{CqeSize, DecodedCqe};
+use super::mini::MiniFormat;
+use super::{Fields, Value};
+use mlx5dp::cq::{
+    zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, LookupError, Origin, PollError,
+    RawCounters, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef,
+};
+use mlx5dp::prm::{CqeOpcode, MiniCqeFormat, MprqByteCnt, WcStatus};
+use std::fmt;
+use std::fmt::Write as _;
+
+/// The CQ's compression layout (`cqe_comp_layout`), which also decides
+/// the ownership rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum CqLayout {
+    /// Basic: title + arrays of eight minis; ownership by the owner bit.
+    #[default]
+    Basic,
+    /// Enhanced: compressed CQEs of up to seven minis after a regular
+    /// title; ownership by the validity iteration count (byte 62).
+    Enhanced,
+}
+
+impl CqLayout {
+    /// The name used on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CqLayout::Basic => "basic",
+            CqLayout::Enhanced => "enhanced",
+        }
+    }
+
+    const fn core(self) -> Layout {
+        match self {
+            CqLayout::Basic => Layout::Basic,
+            CqLayout::Enhanced => Layout::Enhanced,
+        }
+    }
+}
+
+/// How the CQ was created, and where software stood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingParams {
+    /// CQE size (`cqe_sz`).
+    pub cqe_size: CqeSize,
+    /// Number of CQEs (a power of two).
+    pub cqe_cnt: u32,
+    /// Consumer index (free-running): the first slot to poll and, with
+    /// `cqe_cnt`, the expected owner parity / iteration count.
+    pub ci: u32,
+    /// Compression layout.
+    pub layout: CqLayout,
+    /// Mini-CQE format. `req` reads the CQ as a send CQ; the poller reads
+    /// minis of a REQ title as requester minis whatever the format.
+    pub mini_format: MiniFormat,
+    /// The responder completions come from a striding RQ. Implied by the
+    /// `*-stridx` formats.
+    pub striding_rq: bool,
+}
+
+impl RingParams {
+    /// Whether responder completions are read as striding-RQ completions.
+    pub fn striding(&self) -> bool {
+        self.striding_rq || has_stride_index(self.core_format())
+    }
+
+    /// The responder format the CQ context carries (a send CQ has none;
+    /// its title's REQ opcode selects the requester layout).
+    fn core_format(&self) -> MiniCqeFormat {
+        match self.mini_format {
+            MiniFormat::Hash | MiniFormat::Req => MiniCqeFormat::Hash,
+            MiniFormat::Csum => MiniCqeFormat::Csum,
+            MiniFormat::FtagStridx => MiniCqeFormat::FtagStridx,
+            MiniFormat::CsumStridx => MiniCqeFormat::CsumStridx,
+            MiniFormat::L34hStridx => MiniCqeFormat::L34hStridx,
+        }
+    }
+
+    fn ring_bytes(&self) -> Option<usize> {
+        usize::try_from(self.cqe_cnt)
+            .ok()?
+            .checked_mul(self.cqe_size.bytes())
+    }
+
+    fn slot(&self, ci: u32) -> u32 {
+        ci & self.cqe_cnt.wrapping_sub(1)
+    }
+}
+
+/// One completion, as the poller reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingCompletion {
+    /// The consumer index it stands for (free-running).
+    pub ci: u32,
+    /// `ci` modulo the ring size.
+    pub slot: u32,
+    /// Unpacked from a compressed session.
+    pub compressed: bool,
+    /// The CQE the poller reported (a mini: the title with the mini's
+    /// fields applied); a regular 128-byte CQE keeps its first half.
+    pub cqe: DecodedCqe,
+    /// Read as a striding-RQ responder completion.
+    pub striding: bool,
+}
+
+/// A polled ring snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedRing {
+    /// The parameters it was polled with.
+    pub params: RingParams,
+    /// The completions, in poll order.
+    pub completions: Vec<RingCompletion>,
+    /// The consumer index after the last completion (free-running).
+    pub ci: u32,
+}
+
+/// Why a ring snapshot could not be polled. `Display` is one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RingError {
+    /// `--cqe-cnt` is not a power of two the poller accepts.
+    CqeCount(u32),
+    /// The input is not `cqe_cnt` CQEs.
+    Length {
+        /// Number of CQEs.
+        cqe_cnt: u32,
+        /// CQE size in bytes.
+        cqe_size: usize,
+        /// Bytes given.
+        got: usize,
+    },
+    /// The poller refused an entry; `decoded` completions came before it.
+    Poll {
+        /// What the poller said.
+        error: PollError,
+        /// Ring size, for the message.
+        cqe_cnt: u32,
+        /// Completions decoded before the error.
+        decoded: usize,
+    },
+    /// A compressed session stands for consumer indices beyond the one
+    /// ring's worth a snapshot can hold.
+    PastRing {
+        /// The consumer index the offending mini stands for.
+        ci: u32,
+        /// The consumer index polling started at.
+        start: u32,
+        /// Ring size.
+        cqe_cnt: u32,
+        /// Completions decoded before it.
+        decoded: usize,
+    },
+}
+
+impl fmt::Display for RingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RingError::CqeCount(n) => write!(
+                f,
+                "--cqe-cnt must be a power of two from 1 to {}, got {n}",
+                1u32 << 23
+            ),
+            RingError::Length {
+                cqe_cnt,
+                cqe_size,
+                got,
+            } => write!(
+                f,
+                "a ring of {cqe_cnt} {cqe_size}-byte CQEs is {} bytes, got {got} bytes",
+                u64::from(*cqe_cnt) * *cqe_size as u64
+            ),
+            RingError::Poll {
+                error,
+                cqe_cnt,
+                decoded,
+            } => {
+                let slot = |ci: u32| ci & cqe_cnt.wrapping_sub(1);
+                match error {
+                    PollError::BadSessionLength { ci, count } => write!(
+                        f,
+                        "slot {} (ci {ci}): basic-layout title declares {count} mini-CQEs; a session holds 2 to {cqe_cnt} (the ring size): truncated or corrupt session",
+                        slot(*ci)
+                    ),
+                    PollError::BadEnhancedBlock { ci, count } if *count as usize > 7 => write!(
+                        f,
+                        "slot {} (ci {ci}): enhanced compressed CQE declares {count} mini-CQEs, at most 7",
+                        slot(*ci)
+                    ),
+                    PollError::BadEnhancedBlock { ci, .. } => write!(
+                        f,
+                        "slot {} (ci {ci}): enhanced compressed CQE with no regular CQE polled before it to serve as its title (start --ci at a regular CQE)",
+                        slot(*ci)
+                    ),
+                    PollError::UnsupportedOpcode { opcode, ci } => write!(
+                        f,
+                        "slot {} (ci {ci}): CQE opcode {:#x} ({}) is not a completion the poller handles",
+                        slot(*ci),
+                        opcode.raw(),
+                        opcode.name()
+                    ),
+                    PollError::UnexpectedCompressed { ci } => write!(
+                        f,
+                        "slot {} (ci {ci}): compressed CQE on a CQ without compression",
+                        slot(*ci)
+                    ),
+                    PollError::Lookup { wqe_counter, .. } => write!(
+                        f,
+                        "the work queue refused wqe_counter {wqe_counter:#06x}"
+                    ),
+                    PollError::Broken => write!(f, "the CQ is broken"),
+                }?;
+                write!(f, " (after {decoded} completion(s))")
+            }
+            RingError::PastRing {
+                ci,
+                start,
+                cqe_cnt,
+                decoded,
+            } => write!(
+                f,
+                "slot {} (ci {ci}): the compressed session runs past the ring: a snapshot polled from ci {start} holds ci {start} to {} at most (after {decoded} completion(s))",
+                ci & cqe_cnt.wrapping_sub(1),
+                start.wrapping_add(cqe_cnt.wrapping_sub(1))
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RingError {}
+
+/// The raw-counter work queues, counting how many CQEs (fillers
+/// included) the poller retired: each stands for one consumer index.
+#[derive(Debug, Default)]
+struct Counting {
+    inner: RawCounters,
+    retired: u32,
+}
+
+impl WorkQueues for Counting {
+    fn retire_send(
+        &mut self,
+        wq: WqRef,
+        wqe_counter: u16,
+        status: WcStatus,
+    ) -> Result<SendRetired, LookupError> {
+        self.retired = self.retired.wrapping_add(1);
+        self.inner.retire_send(wq, wqe_counter, status)
+    }
+
+    fn retire_recv(
+        &mut self,
+        wq: WqRef,
+        wqe_counter: u16,
+        status: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        self.retired = self.retired.wrapping_add(1);
+        self.inner.retire_recv(wq, wqe_counter, status)
+    }
+
+    fn retire_strides(
+        &mut self,
+        wq: WqRef,
+        completion: StrideCompletion,
+        status: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        self.retired = self.retired.wrapping_add(1);
+        self.inner.retire_strides(wq, completion, status)
+    }
+}
+
+/// Polls a ring snapshot (`params.cqe_cnt` CQEs of `params.cqe_size`
+/// bytes) from `params.ci` until the first hardware-owned entry.
+pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, RingError> {
+    let cqe_cnt = params.cqe_cnt;
+    if !cqe_cnt.is_power_of_two() || cqe_cnt > 1 << 23 {
+        return Err(RingError::CqeCount(cqe_cnt));
+    }
+    if params.ring_bytes() != Some(bytes.len()) {
+        return Err(RingError::Length {
+            cqe_cnt,
+            cqe_size: params.cqe_size.bytes(),
+            got: bytes.len(),
+        });
+    }
+    let cfg = CqConfig {
+        compression: Some((params.layout.core(), params.core_format())),
+        striding_rq: params.striding(),
+        ..CqConfig::default()
+    };
+    let core_size = match params.cqe_size {
+        CqeSize::B64 => mlx5dp::cq::CqeSize::B64,
+        CqeSize::B128 => mlx5dp::cq::CqeSize::B128,
+    };
+    let mut ring = ring_copy::RingCopy::new(bytes);
+    let polled = ring.with_cq(cqe_cnt, core_size, cfg, params.ci, |cq| {
+        poll_all(cq, bytes, params)
+    });
+    match polled {
+        Ok(result) => result,
+        Err(ring_copy::CopyError::Length) => Err(RingError::Length {
+            cqe_cnt,
+            cqe_size: params.cqe_size.bytes(),
+            got: bytes.len(),
+        }),
+        Err(ring_copy::CopyError::Init(CqInitError::CqeCountNotPowerOfTwo(n)))
+        | Err(ring_copy::CopyError::Init(CqInitError::CqeCountTooLarge(n))) => {
+            Err(RingError::CqeCount(n))
+        }
+        // No doorbell or UAR problem can arise with our own allocations
+        // and CQN 0; report it as the count the user controls.
+        Err(ring_copy::CopyError::Init(_)) => Err(RingError::CqeCount(cqe_cnt)),
+    }
+}
+
+/// The poll loop: one completion per call, as `ibv_poll_cq(cq, 1, wc)`.
+fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRing, RingError> {
+    let start = params.ci;
+    let stride = params.cqe_size.bytes();
+    let mut wqs = Counting::default();
+    let mut completions = Vec::new();
+    // The consumer index the next mini of an open session stands for:
+    // the core reports the session's base until the session closes.
+    let mut next_mini_ci = start;
+    // A snapshot holds at most `cqe_cnt` consumer indices, so at most that
+    // many completions; the bound only guards the loop.
+    let max = u64::from(params.cqe_cnt) + 1;
+    while (completions.len() as u64) < max {
+        let ci_before = cq.consumer_index();
+        let in_session_before = cq.in_session();
+        let retired_before = wqs.retired;
+        let mut got: Option<(mlx5dp::prm::Cqe64, Origin, bool)> = None;
+        let polled = cq.poll(&mut wqs, 1, |c| {
+            got = Some((*c.cqe(), c.origin(), c.stride_index().is_some()));
+        });
+        match polled {
+            Ok(_) => {}
+            Err(error) => {
+                return Err(RingError::Poll {
+                    error,
+                    cqe_cnt: params.cqe_cnt,
+                    decoded: completions.len(),
+                })
+            }
+        }
+        let Some((cqe, origin, striding)) = got else {
+            break;
+        };
+        let ci_after = cq.consumer_index();
+        let ci = if cq.in_session() {
+            // An open session: the core holds the consumer index at the
+            // session's base; every CQE retired since (fillers included)
+            // stood for one index.
+            let first = if in_session_before {
+                next_mini_ci
+            } else {
+                ci_before
+            };
+            let n = wqs.retired.wrapping_sub(retired_before).max(1);
+            let ci = first.wrapping_add(n - 1);
+            // Never before the session's own base.
+            if ci.wrapping_sub(start) < ci_after.wrapping_sub(start) {
+                ci_after
+            } else {
+                ci
+            }
+        } else {
+            // A regular CQE, or the last mini of a session: the core has
+            // moved past it.
+            ci_after.wrapping_sub(1)
+        };
+        next_mini_ci = ci.wrapping_add(1);
+        if ci.wrapping_sub(start) >= params.cqe_cnt {
+            return Err(RingError::PastRing {
+                ci,
+                start,
+                cqe_cnt: params.cqe_cnt,
+                decoded: completions.len(),
+            });
+        }
+        let slot = params.slot(ci);
+        let compressed = origin == Origin::Mini;
+        let first_half = match params.cqe_size {
+            CqeSize::B128 if !compressed => {
+                let off = slot as usize * stride;
+                bytes
+                    .get(off..off + 64)
+                    .and_then(|h| <[u8; 64]>::try_from(h).ok())
+            }
+            _ => None,
+        };
+        completions.push(RingCompletion {
+            ci,
+            slot,
+            compressed,
+            cqe: DecodedCqe {
+                size: params.cqe_size,
+                cqe,
+                first_half,
+            },
+            striding,
+        });
+    }
+    Ok(DecodedRing {
+        params: *params,
+        completions,
+        ci: cq.consumer_index(),
+    })
+}
+
+impl RingCompletion {
+    /// The fields of one output line: `slot`, `compressed`, every field of
+    /// `mlx5dp decode cqe`, then the mini-format fields.
+    pub fn fields(&self) -> Fields {
+        let c = &self.cqe.cqe;
+        let mut f = Fields::new();
+        f.dec("slot", self.slot).flag("compressed", self.compressed);
+        f.0.extend(self.cqe.fields().0);
+        f.hex("rx_hash", c.rss_hash_result.get(), 8)
+            .hex("checksum", c.check_sum.get(), 4);
+        if let Some((idx, strides)) = self.stride() {
+            f.dec("stride_idx", idx).dec("strides", strides);
+        }
+        f
+    }
+
+    /// Striding RQ responder: the stride index and strides consumed.
+    pub fn stride(&self) -> Option<(u16, u16)> {
+        self.striding.then(|| {
+            let c = &self.cqe.cqe;
+            (
+                c.wqe_counter.get(),
+                MprqByteCnt::from_bits(c.byte_cnt.get()).strides(),
+            )
+        })
+    }
+
+    /// One readable line (no newline).
+    pub fn to_line(&self) -> String {
+        let c = &self.cqe.cqe;
+        let d = &self.cqe;
+        let mut s = format!(
+            "slot {:>5}  ci {:>10}  {}  {}",
+            self.slot,
+            self.ci,
+            if self.compressed { "mini" } else { "cqe " },
+            d.opcode().name()
+        );
+        if d.is_error() {
+            let e = d.err();
+            let _ = write!(
+                s,
+                " syndrome={:#04x} ({}) vendor={:#04x}",
+                e.syndrome,
+                e.syndrome().name(),
+                e.vendor_err_synd
+            );
+        }
+        let _ = write!(
+            s,
+            " byte_cnt={} qpn={:#08x} wqe_counter={:#06x}",
+            c.byte_cnt.get(),
+            d.qpn(),
+            c.wqe_counter.get()
+        );
+        match d.opcode() {
+            CqeOpcode::Req => {
+                let _ = write!(s, " send_opcode={}", c.send_opcode().name());
+            }
+            CqeOpcode::ReqErr | CqeOpcode::RespErr => {}
+            _ => {
+                let _ = write!(
+                    s,
+                    " rx_hash={:#010x} checksum={:#06x} l3={} l4={} ok={}{}{}",
+                    c.rss_hash_result.get(),
+                    c.check_sum.get(),
+                    c.l3_hdr_type().name(),
+                    c.l4_hdr_type().name(),
+                    if c.hds_ip_ext.l2_ok() { "L2" } else { "-" },
+                    if c.hds_ip_ext.l3_ok() { "L3" } else { "-" },
+                    if c.hds_ip_ext.l4_ok() { "L4" } else { "-" },
+                );
+                if c.l4_l3_hdr_type.cvlan_stripped() {
+                    let _ = write!(s, " vlan={:#06x}", c.vlan_info.get());
+                }
+                let _ = write!(
+                    s,
+                    " flow_tag={:#08x}",
+                    c.sop_drop_qpn.into_bits().get() & mlx5dp::prm::FLOW_TAG_MASK
+                );
+                if let Some((idx, strides)) = self.stride() {
+                    let b = MprqByteCnt::from_bits(c.byte_cnt.get());
+                    let _ = write!(
+                        s,
+                        " stride_idx={idx} strides={strides} len={}",
+                        b.byte_cnt()
+                    );
+                }
+            }
+        }
+        s
+    }
+}
+
+impl DecodedRing {
+    /// JSON Lines: one compact object per completion, then `{"ci":N}`.
+    pub fn to_json_lines(&self) -> String {
+        let mut out = String::new();
+        for c in &self.completions {
+            out.push_str(&c.fields().to_json().to_string());
+            out.push('\n');
+        }
+        let mut last = Fields::new();
+        last.push("ci", Value::Uint(u64::from(self.ci), super::Radix::Dec));
+        out.push_str(&last.to_json().to_string());
+        out.push('\n');
+        out
+    }
+
+    /// One line per completion, then the consumer index.
+    pub fn to_human(&self) -> String {
+        let mut out = String::new();
+        for c in &self.completions {
+            out.push_str(&c.to_line());
+            out.push('\n');
+        }
+        let _ = writeln!(
+            out,
+            "ci {} (slot {} next; {} completion(s), layout {}, mini format {})",
+            self.ci,
+            self.params.slot(self.ci),
+            self.completions.len(),
+            self.params.layout.name(),
+            self.params.mini_format.name()
+        );
+        out
+    }
+}
+
+/// The one place `decode` holds `unsafe`: a private copy of the ring in
+/// ordinary heap memory that a core [`Cq`] polls for the length of one
+/// closure call.
+mod ring_copy {
+    #![expect(
+        unsafe_code,
+        reason = "the core's Cq is built from raw parts; this copy owns them"
+    )]
+
+    use mlx5dp::cq::{Cq, CqConfig, CqInitError, CqParts, CqeSize};
+    use std::ptr::NonNull;
+
+    /// Why no CQ could be built over the copy.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum CopyError {
+        /// The copy is not `cqe_cnt` CQEs.
+        Length,
+        /// The core refused the parts.
+        Init(CqInitError),
+    }
+
+    /// A heap copy of the ring bytes and an 8-byte doorbell record, held
+    /// only as raw pointers so the CQ's accesses and ours share one
+    /// provenance.
+    #[derive(Debug)]
+    pub(super) struct RingCopy {
+        ring: NonNull<u8>,
+        len: usize,
+        dbrec: NonNull<[u32; 2]>,
+    }
+
+    impl RingCopy {
+        /// Copies `bytes`.
+        pub(super) fn new(bytes: &[u8]) -> Self {
+            let len = bytes.len();
+            let ring = NonNull::from(Box::leak(bytes.to_vec().into_boxed_slice())).cast::<u8>();
+            let dbrec = NonNull::from(Box::leak(Box::new([0u32; 2])));
+            Self { ring, len, dbrec }
+        }
+
+        /// Builds a CQ over the copy, runs `f` on it and drops it before
+        /// returning, so it never outlives the memory.
+        pub(super) fn with_cq<R>(
+            &mut self,
+            cqe_cnt: u32,
+            cqe_size: CqeSize,
+            cfg: CqConfig,
+            ci: u32,
+            f: impl FnOnce(&mut Cq) -> R,
+        ) -> Result<R, CopyError> {
+            let want = usize::try_from(cqe_cnt)
+                .ok()
+                .and_then(|n| n.checked_mul(cqe_size.bytes()));
+            if want != Some(self.len) {
+                return Err(CopyError::Length);
+            }
+            let parts = CqParts {
+                buf: self.ring,
+                cqe_cnt,
+                cqe_size,
+                dbrec: self.dbrec.cast::<u32>(),
+                uar: None,
+                cqn: 0,
+            };
+            // SAFETY: `buf` points to `self.len == cqe_cnt * cqe_size`
+            // bytes (checked above) that this struct owns and frees only in
+            // `Drop`; the doorbell record is a 4-byte-aligned `[u32; 2]` it
+            // owns too. `&mut self` keeps anyone else from touching either
+            // while the CQ exists, and the CQ is dropped before this
+            // function returns (the closure only borrows it, and no other
+            // `Cq` exists to swap it with), so it never outlives them. No
+            // UAR: the CQ is never armed.
+            let mut cq = unsafe { Cq::from_raw_parts(parts, cfg, ci) }.map_err(CopyError::Init)?;
+            // `cq` is dropped when this function returns: it never escapes.
+            let result = f(&mut cq);
+            Ok(result)
+        }
+    }
+
+    impl Drop for RingCopy {
+        fn drop(&mut self) {
+            let ring = std::ptr::slice_from_raw_parts_mut(self.ring.as_ptr(), self.len);
+            // SAFETY: both pointers came from `Box::leak` in `new` with
+            // exactly these types and lengths, no CQ over them is alive
+            // (`with_cq` drops its CQ before returning), and they are
+            // freed once, here.
+            unsafe {
+                drop(Box::from_raw(ring));
+                drop(Box::from_raw(self.dbrec.as_ptr()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx5dp::prm::{Cqe64, OpOwn, CQE_OP_OWN_INIT, CQE_VIC_INIT};
+
+    const N: usize = 16;
+
+    /// A 64-byte-CQE ring in its initial state (opcode INVALID, owner 1,
+    /// validity 0xff), as rdma-core / DPDK initialise it.
+    fn ring(n: usize, stride: usize) -> Vec<u8> {
+        let mut v = vec![0u8; n * stride];
+        for s in 0..n {
+            v[s * stride + stride - 1] = CQE_OP_OWN_INIT;
+            v[s * stride + stride - 2] = CQE_VIC_INIT;
+        }
+        v
+    }
+
+    fn put(ring: &mut [u8], stride: usize, slot: usize, cqe: &Cqe64) {
+        let b: [u8; 64] = zerocopy::transmute!(*cqe);
+        ring[slot * stride + stride - 64..(slot + 1) * stride].copy_from_slice(&b);
+    }
+
+    fn resp(wqe_counter: u16, byte_cnt: u32, hash: u32, owner: bool, vic: u8) -> Cqe64 {
+        let mut c = Cqe64 {
+            op_own: OpOwn::new()
+                .with_opcode(CqeOpcode::RespSend.raw())
+                .with_owner(owner),
+            signature: vic,
+            ..Cqe64::default()
+        };
+        c.wqe_counter.set(wqe_counter);
+        c.byte_cnt.set(byte_cnt);
+        c.rss_hash_result.set(hash);
+        c.sop_drop_qpn = c.sop_drop_qpn.with_qpn(0x123);
+        c
+    }
+
+    fn params(layout: CqLayout, ci: u32) -> RingParams {
+        RingParams {
+            cqe_size: CqeSize::B64,
+            cqe_cnt: N as u32,
+            ci,
+            layout,
+            mini_format: MiniFormat::Hash,
+            striding_rq: false,
+        }
+    }
+
+    fn hash_mini(hash: u32, len: u32) -> [u8; 8] {
+        let mut m = [0u8; 8];
+        m[..4].copy_from_slice(&hash.to_be_bytes());
+        m[4..].copy_from_slice(&len.to_be_bytes());
+        m
+    }
+
+    /// r1, basic session of 9 (title at 1, arrays at 2 and 9), r1.
+    fn basic_ring() -> Vec<u8> {
+        let mut r = ring(N, 64);
+        put(&mut r, 64, 0, &resp(0, 64, 0xaaaa, false, 0));
+        let mut title = resp(1, 9, 0xbbbb, false, 0);
+        title.op_own = title.op_own.with_format(3);
+        put(&mut r, 64, 1, &title);
+        for (k, slot) in [2usize, 9].into_iter().enumerate() {
+            for i in 0..8 {
+                let m = k * 8 + i;
+                if m < 9 {
+                    let off = slot * 64 + i * 8;
+                    r[off..off + 8].copy_from_slice(&hash_mini(0x100 + m as u32, 100 + m as u32));
+                }
+            }
+        }
+        put(&mut r, 64, 10, &resp(10, 1500, 0xcccc, false, 0));
+        r
+    }
+
+    #[test]
+    fn basic_session_in_poll_order() {
+        let d = decode_ring(&basic_ring(), &params(CqLayout::Basic, 0)).unwrap();
+        assert_eq!(d.completions.len(), 11);
+        assert_eq!(d.ci, 11);
+        let slots: Vec<u32> = d.completions.iter().map(|c| c.slot).collect();
+        assert_eq!(slots, (0..11).collect::<Vec<_>>());
+        assert!(!d.completions[0].compressed);
+        for (i, c) in d.completions[1..10].iter().enumerate() {
+            assert!(c.compressed);
+            assert_eq!(c.cqe.cqe.byte_cnt.get(), 100 + i as u32);
+            assert_eq!(c.cqe.cqe.rss_hash_result.get(), 0x100 + i as u32);
+            assert_eq!(c.cqe.cqe.wqe_counter.get(), 1 + i as u16);
+            assert_eq!(c.cqe.qpn(), 0x123);
+        }
+        assert_eq!(d.completions[10].cqe.cqe.byte_cnt.get(), 1500);
+        let lines = d.to_json_lines();
+        let last: serde_json::Value = serde_json::from_str(lines.lines().last().unwrap()).unwrap();
+        assert_eq!(last, serde_json::json!({"ci": 11}));
+        let first: serde_json::Value = serde_json::from_str(lines.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(first["slot"], 1);
+        assert_eq!(first["compressed"], true);
+        assert_eq!(first["rx_hash"], 0x100);
+        assert_eq!(first["byte_cnt"], 100);
+        assert_eq!(first["opcode"], "resp_send");
+        assert!(first.get("stride_idx").is_none());
+        assert_eq!(d.to_human().lines().count(), 12);
+    }
+
+    #[test]
+    fn the_snapshot_is_not_modified_and_polling_is_repeatable() {
+        let r = basic_ring();
+        let a = decode_ring(&r, &params(CqLayout::Basic, 0)).unwrap();
+        let b = decode_ring(&r, &params(CqLayout::Basic, 0)).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn ownership_follows_ci() {
+        let r = basic_ring();
+        // Second pass: owner 1 expected, every entry has owner 0.
+        let d = decode_ring(&r, &params(CqLayout::Basic, N as u32)).unwrap();
+        assert!(d.completions.is_empty());
+        assert_eq!(d.ci, N as u32);
+        // Starting at slot 10 of the first pass: one completion.
+        let d = decode_ring(&r, &params(CqLayout::Basic, 10)).unwrap();
+        assert_eq!(d.completions.len(), 1);
+        assert_eq!(d.ci, 11);
+    }
+
+    #[test]
+    fn enhanced_layout() {
+        let mut r = ring(N, 64);
+        put(&mut r, 64, 0, &resp(5, 64, 0xaaaa, false, 0));
+        let mut z = Cqe64::default();
+        let mut zb: [u8; 64] = zerocopy::transmute!(z);
+        for i in 0..3 {
+            zb[i * 8..i * 8 + 8].copy_from_slice(&hash_mini(0x200 + i as u32, 60 + i as u32));
+        }
+        zb[62] = 0; // pass 0
+        zb[63] = (2 << 4) | (3 << 2);
+        z = zerocopy::transmute!(zb);
+        put(&mut r, 64, 1, &z);
+        put(&mut r, 64, 4, &resp(9, 80, 0xdddd, false, 0));
+        let d = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap();
+        let got: Vec<(u32, bool, u16, u32)> = d
+            .completions
+            .iter()
+            .map(|c| {
+                (
+                    c.slot,
+                    c.compressed,
+                    c.cqe.cqe.wqe_counter.get(),
+                    c.cqe.cqe.byte_cnt.get(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, false, 5, 64),
+                (1, true, 6, 60),
+                (2, true, 7, 61),
+                (3, true, 8, 62),
+                (4, false, 9, 80)
+            ]
+        );
+        assert_eq!(d.ci, 5);
+    }
+
+    #[test]
+    fn bad_sessions_are_errors() {
+        // Basic title declaring more minis than the ring.
+        let mut r = ring(N, 64);
+        let mut title = resp(0, 100, 0, false, 0);
+        title.op_own = title.op_own.with_format(3);
+        put(&mut r, 64, 0, &title);
+        let e = decode_ring(&r, &params(CqLayout::Basic, 0)).unwrap_err();
+        assert!(matches!(e, RingError::Poll { .. }), "{e}");
+        assert!(e.to_string().contains("100 mini-CQEs"), "{e}");
+
+        // A session that fits the ring but starts too late: runs past it.
+        let mut r = ring(N, 64);
+        for s in 0..14 {
+            put(&mut r, 64, s, &resp(s as u16, 64, 0, false, 0));
+        }
+        let mut title = resp(14, 4, 0, false, 0);
+        title.op_own = title.op_own.with_format(3);
+        put(&mut r, 64, 14, &title);
+        // From ci 14 the session (14..17) fits the snapshot's window.
+        let d = decode_ring(&r, &params(CqLayout::Basic, 14)).unwrap();
+        assert_eq!(d.completions.len(), 4);
+        assert_eq!(d.ci, 18);
+        // From ci 0 it covers ci 16 and 17, which the snapshot cannot hold.
+        let e = decode_ring(&r, &params(CqLayout::Basic, 0)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RingError::PastRing {
+                    ci: 16,
+                    decoded: 16,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("runs past the ring"), "{e}");
+
+        // Enhanced compressed CQE without a title.
+        let mut r = ring(N, 64);
+        let mut zb = [0u8; 64];
+        zb[62] = 0;
+        zb[63] = (1 << 4) | (3 << 2);
+        r[..64].copy_from_slice(&zb);
+        let e = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap_err();
+        assert!(e.to_string().contains("no regular CQE"), "{e}");
+    }
+
+    #[test]
+    fn striding_fillers_keep_their_slot() {
+        // Basic session of 4 CSUM_STRIDX minis at slot 0; mini 1 is a
+        // filler (byte_cnt bit 31): the poller skips it, but it still
+        // stands for one consumer index.
+        let mut r = ring(N, 64);
+        let mut title = resp(0, 4, 0, false, 0);
+        title.op_own = title.op_own.with_format(3);
+        put(&mut r, 64, 0, &title);
+        let minis: [[u8; 8]; 4] = [
+            [0, 1, 0, 0, 0x00, 0x01, 0x00, 0x40],
+            [0, 2, 0, 1, 0x80, 0x02, 0x00, 0x00],
+            [0, 3, 0, 3, 0x00, 0x01, 0x00, 0x40],
+            [0, 4, 0, 4, 0x00, 0x01, 0x00, 0x40],
+        ];
+        for (i, m) in minis.iter().enumerate() {
+            r[64 + i * 8..64 + i * 8 + 8].copy_from_slice(m);
+        }
+        put(&mut r, 64, 4, &resp(5, 0x0001_0040, 0, false, 0));
+        let p = RingParams {
+            mini_format: MiniFormat::CsumStridx,
+            ..params(CqLayout::Basic, 0)
+        };
+        let d = decode_ring(&r, &p).unwrap();
+        type Row = (u32, bool, Option<(u16, u16)>);
+        let got: Vec<Row> = d
+            .completions
+            .iter()
+            .map(|c| (c.slot, c.compressed, c.stride()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, true, Some((0, 1))),
+                (2, true, Some((3, 1))),
+                (3, true, Some((4, 1))),
+                (4, false, Some((5, 1)))
+            ]
+        );
+        assert_eq!(d.ci, 5);
+        let j = d.completions[1].fields().to_json();
+        assert_eq!(j["checksum"], 3);
+        assert_eq!(j["stride_idx"], 3);
+        assert_eq!(j["strides"], 1);
+    }
+
+    #[test]
+    fn enhanced_block_larger_than_the_ring_runs_past_it() {
+        let mut r = ring(4, 64);
+        put(&mut r, 64, 0, &resp(0, 64, 0, false, 0));
+        let mut zb = [0u8; 64];
+        zb[62] = 0;
+        zb[63] = (6 << 4) | (3 << 2);
+        r[64..128].copy_from_slice(&zb);
+        let p = RingParams {
+            cqe_cnt: 4,
+            ..params(CqLayout::Enhanced, 0)
+        };
+        let e = decode_ring(&r, &p).unwrap_err();
+        assert!(matches!(e, RingError::PastRing { ci: 4, .. }), "{e}");
+    }
+
+    #[test]
+    fn parameters_are_checked() {
+        let r = ring(N, 64);
+        let mut p = params(CqLayout::Basic, 0);
+        p.cqe_cnt = 12;
+        assert_eq!(decode_ring(&r, &p), Err(RingError::CqeCount(12)));
+        p.cqe_cnt = 0;
+        assert_eq!(decode_ring(&r, &p), Err(RingError::CqeCount(0)));
+        p.cqe_cnt = 8;
+        assert!(matches!(
+            decode_ring(&r, &p),
+            Err(RingError::Length { got: 1024, .. })
+        ));
+        p.cqe_cnt = N as u32;
+        p.cqe_size = CqeSize::B128;
+        assert!(decode_ring(&r, &p).is_err());
+    }
+
+    #[test]
+    fn cqe128_keeps_the_first_half_of_regular_cqes() {
+        let mut r = ring(4, 128);
+        put(&mut r, 128, 0, &resp(0, 64, 0, false, 0));
+        r[..4].copy_from_slice(b"head");
+        let p = RingParams {
+            cqe_size: CqeSize::B128,
+            cqe_cnt: 4,
+            ..params(CqLayout::Basic, 0)
+        };
+        let d = decode_ring(&r, &p).unwrap();
+        assert_eq!(d.completions.len(), 1);
+        let j = d.completions[0].fields().to_json();
+        assert_eq!(j["cqe_size"], 128);
+        assert!(j["cqe128_first_half"]
+            .as_str()
+            .unwrap()
+            .starts_with("68656164"));
+    }
+
+    #[test]
+    fn arbitrary_rings_never_panic() {
+        // A cheap deterministic sweep; the fuzz target `decode_cq` goes further.
+        let mut x = 0x1234_5678u32;
+        for round in 0..300 {
+            let mut r = vec![0u8; 8 * 64];
+            for b in r.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                *b = x as u8;
+            }
+            for layout in [CqLayout::Basic, CqLayout::Enhanced] {
+                for fmt in [
+                    MiniFormat::Hash,
+                    MiniFormat::Csum,
+                    MiniFormat::FtagStridx,
+                    MiniFormat::CsumStridx,
+                    MiniFormat::L34hStridx,
+                    MiniFormat::Req,
+                ] {
+                    let p = RingParams {
+                        cqe_cnt: 8,
+                        ci: round,
+                        mini_format: fmt,
+                        ..params(layout, 0)
+                    };
+                    if let Ok(d) = decode_ring(&r, &p) {
+                        let _ = d.to_human();
+                        let _ = d.to_json_lines();
+                        assert!(d.completions.len() <= 8);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,629 @@
+//! `mlx5dp encode wqe`: the exact WQEs, doorbell-record values and register
+//! writes the core's send queue produces for a list of work requests.
+//!
+//! The work requests are read as text ([`input`]), their data resolved as
+//! `ibv_post_send` would read it ([`post::prepare`]), and then posted
+//! through the real `mlx5dp::sq` API (`start`, one builder and its setters
+//! per work request, `complete`) into a queue whose SQ buffer, doorbell
+//! record and 4 KiB UAR page are ordinary memory ([`memory`]): nothing is
+//! re-implemented here, what is printed is what the core wrote.
+//!
+//! # What is printed
+//!
+//! For every WQE of a batch: its WQE index (the 16-bit counter of its
+//! control segment; its ring slot is that index modulo the ring size), its
+//! WQEBB count, its DS count and the bytes of the WQEBBs it occupies, read
+//! back from the ring (continuing at slot 0 when the WQE wraps). The ring
+//! starts zero-filled and the core writes every byte of those WQEBBs
+//! (segment padding and the tail of the last WQEBB as zero), so a byte the
+//! core did not write would read `00`.
+//!
+//! After each batch: the SQ doorbell-record value (`dbrec[MLX5_SND_DBR]`,
+//! host order) and the one register write: the 8-byte doorbell (`db`) or
+//! the BlueFlame copy (`bf`, whole 64-byte chunks), at its offset in the UAR
+//! page (`--bf-reg` + the BlueFlame half in use). Which bytes were written is
+//! found by running every batch twice, on UAR pages filled with `3c` and
+//! with `c3`: a byte is written if it differs from the fill in either run.
+//!
+//! # Between batches
+//!
+//! After each batch the simulated device completes every WQE, so batches
+//! never fill the queue; a batch larger than the ring is refused (`ENOMEM`).
+//! The fence a local invalidate leaves for the next WQE (libmlx5
+//! `fm_cache`) and the BlueFlame half carry over from batch to batch.
+//!
+//! # Refused work requests
+//!
+//! A work request the queue refuses ends the run. By default the work
+//! requests before it in its batch are posted and the doorbell is rung, as
+//! `ibv_post_send` does; with `abort_on_error` the batch is discarded, as
+//! `ibv_wr_complete` rolls back after an error.
+//!
+//! Panic policy: nothing here panics on any input.
+//!
+//! `unsafe` is denied in this module and forbidden in its children except
+//! [`memory`], which hands the memory to the core's `unsafe` constructor.
+#![deny(unsafe_code)]
+
+pub mod cli;
+pub mod input;
+#[expect(unsafe_code, reason = "the SendQueue constructor over our own memory")]
+pub mod memory;
+pub mod post;
+
+use self::input::LineError;
+use self::memory::{Memory, SetupError, UAR_PAGE};
+use self::post::Prepared;
+use mlx5dp::sq::{
+    BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy, PostError, QpType,
+    SendQueue, SqConfig, SqShadowEntry, Wqebb,
+};
+use std::fmt;
+
+/// The queue the work requests are posted to: the QP's type and limits and
+/// the state libmlx5 would have left (producer counter, BlueFlame half).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodeConfig {
+    /// The QP's transport.
+    pub qp_type: QpType,
+    /// QP number (24 bits).
+    pub qpn: u32,
+    /// Ring size in WQEBBs (a power of two, at most 65536).
+    pub sq_wqebbs: u32,
+    /// The producer counter before the first batch (libmlx5 `sq.cur_post`).
+    pub pi: u32,
+    /// `max_inline_data`.
+    pub max_inline: u32,
+    /// `max_send_sge` (libmlx5 `sq.max_gs`).
+    pub max_sge: u32,
+    /// Size of one BlueFlame half (`bf->buf_size`); 0 for a bfreg without
+    /// BlueFlame (8-byte doorbells at `bf_reg`, no toggling).
+    pub bf_size: u32,
+    /// The BlueFlame half the first doorbell uses (`bf->offset`): 0 or
+    /// `bf_size`.
+    pub bf_offset: u32,
+    /// Offset of the doorbell/BlueFlame register in the UAR page.
+    pub bf_reg: u32,
+    /// BlueFlame for every single-WQE batch that fits, not only for inline
+    /// ones (libmlx5 `prefer_bf`, `MLX5_POST_SEND_PREFER_BF`).
+    pub prefer_bf: bool,
+    /// Never BlueFlame (`MLX5_SHUT_UP_BF=1`); the half still toggles.
+    pub shut_up_bf: bool,
+    /// Every WQE requests a CQE (`sq_sig_all`).
+    pub sig_all: bool,
+    /// Atomic operations are enabled on the QP.
+    pub atomics: bool,
+    /// Raw Ethernet checksum offload is available.
+    pub raw_csum: bool,
+    /// Inline L2 header of a raw Ethernet send: 0 or 18 bytes.
+    pub eth_min_inline: u8,
+    /// Largest TSO header (0: no TSO).
+    pub max_tso_header: u16,
+    /// Largest TSO payload.
+    pub max_tso: u32,
+    /// libmlx5's work-request limit (`sq.max_post`): a work request is
+    /// refused when `wrs_in_flight` plus the work requests before it in its
+    /// batch reach it. `None`: only the ring's size limits a batch.
+    pub max_post: Option<u32>,
+    /// Work requests posted before the first batch and not completed
+    /// (libmlx5 `sq.head - sq.tail`), counted against `max_post`.
+    pub wrs_in_flight: u32,
+    /// Discard a batch with a refused work request (`ibv_wr_complete`)
+    /// instead of posting the work requests before it (`ibv_post_send`).
+    pub abort_on_error: bool,
+}
+
+impl EncodeConfig {
+    /// A fresh QP of `qp_type` with the limits of the reference QPs of
+    /// `specs/golden/libmlx5` (`max_send_sge` 4; `max_inline_data` 252 for
+    /// RC, UC and XRC, 188 for UD, 268 for raw Ethernet; atomics on; raw
+    /// Ethernet with checksum offload, an 18-byte inline header, TSO headers
+    /// up to 128 bytes and payloads up to 256 KiB), a 256-byte BlueFlame
+    /// buffer at 0x800 used for inline single-WQE batches.
+    pub fn new(qp_type: QpType, qpn: u32, sq_wqebbs: u32) -> Self {
+        let raw = qp_type == QpType::RawPacket;
+        Self {
+            qp_type,
+            qpn,
+            sq_wqebbs,
+            pi: 0,
+            max_inline: Self::default_max_inline(qp_type),
+            max_sge: 4,
+            bf_size: 256,
+            bf_offset: 0,
+            bf_reg: 0x800,
+            prefer_bf: false,
+            shut_up_bf: false,
+            sig_all: false,
+            atomics: true,
+            raw_csum: raw,
+            eth_min_inline: if raw { 18 } else { 0 },
+            max_tso_header: if raw { 128 } else { 0 },
+            max_tso: if raw { 256 << 10 } else { 0 },
+            max_post: None,
+            wrs_in_flight: 0,
+            abort_on_error: false,
+        }
+    }
+
+    /// The default `max_inline_data` of a QP type (see [`EncodeConfig::new`]).
+    pub fn default_max_inline(qp_type: QpType) -> u32 {
+        match qp_type {
+            QpType::Ud => 188,
+            QpType::RawPacket => 268,
+            QpType::Rc | QpType::Uc | QpType::Xrc => 252,
+        }
+    }
+
+    /// Checks the settings; the message names the option.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.sq_wqebbs.is_power_of_two() || self.sq_wqebbs > 1 << 16 {
+            return Err(format!(
+                "--sq-wqebbs {}: a power of two from 1 to 65536",
+                self.sq_wqebbs
+            ));
+        }
+        if self.qpn > 0x00ff_ffff {
+            return Err(format!("--qpn {:#x}: a QPN has 24 bits", self.qpn));
+        }
+        if self.bf_size % 64 != 0 {
+            return Err(format!("--bf-size {}: a multiple of 64", self.bf_size));
+        }
+        if self.bf_reg % 64 != 0 {
+            return Err(format!("--bf-reg {:#x}: a multiple of 64", self.bf_reg));
+        }
+        let reg_len = std::cmp::max(2 * u64::from(self.bf_size), 8);
+        if u64::from(self.bf_reg) + reg_len > UAR_PAGE as u64 {
+            return Err(format!(
+                "--bf-reg {:#x} with --bf-size {}: the register (two halves) must fit the 4 KiB UAR page",
+                self.bf_reg, self.bf_size
+            ));
+        }
+        if self.bf_offset != 0 && self.bf_offset != self.bf_size {
+            return Err(format!(
+                "--bf-offset {}: 0 or the BlueFlame size ({})",
+                self.bf_offset, self.bf_size
+            ));
+        }
+        if self.eth_min_inline != 0 && self.eth_min_inline != 18 {
+            return Err(format!("--eth-min-inline {}: 0 or 18", self.eth_min_inline));
+        }
+        Ok(())
+    }
+
+    /// The core's settings for this queue.
+    fn sq_config(&self) -> SqConfig {
+        let mut c = SqConfig::new(self.qp_type, self.qpn, self.max_inline, self.max_sge);
+        c.sig_all = self.sig_all;
+        c.atomics = self.atomics;
+        c.raw_csum = self.raw_csum;
+        c.eth_min_inline = self.eth_min_inline;
+        c.max_tso_header = self.max_tso_header;
+        c.max_tso = self.max_tso;
+        // libmlx5 never asks for a CQE the work request did not ask for.
+        c.signal_every = 0;
+        c.start_pi = self.pi;
+        c.start_bf_second_half = self.bf_offset != 0;
+        c
+    }
+}
+
+/// Why the queue refused a work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The core refused it.
+    Post(PostError),
+    /// A raw Ethernet send with no data (libmlx5: `EINVAL`).
+    NoFrame,
+}
+
+impl Refused {
+    /// The errno libmlx5 returns for the same work request.
+    pub fn errno(&self) -> &'static str {
+        match self {
+            Refused::Post(e) => match e {
+                PostError::QueueFull
+                | PostError::BatchFull
+                | PostError::TooManySges
+                | PostError::InlineTooLong => "ENOMEM",
+                PostError::UnsupportedOp => "EOPNOTSUPP or EINVAL",
+                PostError::TsoHeaderTooLong
+                | PostError::TsoHeaderTooShort
+                | PostError::TsoPayloadTooLong
+                | PostError::EthHeaderTooShort
+                | PostError::FrameBytesRequired
+                | PostError::MissingUdAddress
+                | PostError::MissingXrcSrqn
+                | PostError::WqeTooLarge => "EINVAL",
+            },
+            Refused::NoFrame => "EINVAL",
+        }
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let why = match self {
+            Refused::Post(e) => match e {
+                PostError::QueueFull => "the send queue is full (--sq-wqebbs, --max-post)",
+                PostError::BatchFull => "the batch is larger than the staging area",
+                PostError::TooManySges => "more SGEs than --max-sge",
+                PostError::InlineTooLong => "inline data longer than --max-inline",
+                PostError::TsoHeaderTooLong => "the TSO header is longer than --max-tso-header",
+                PostError::TsoHeaderTooShort => "the TSO header is shorter than 14 bytes",
+                PostError::TsoPayloadTooLong => "the TSO payload is longer than --max-tso",
+                PostError::EthHeaderTooShort => {
+                    "the frame is shorter than its inline L2 header (--eth-min-inline)"
+                }
+                PostError::FrameBytesRequired => "a raw send needs the frame's first bytes",
+                PostError::UnsupportedOp => {
+                    "the QP does not support this operation or flag (atomics: RC or XRC without --no-atomics; ip_csum: raw without --no-raw-csum; tso: raw with --max-tso-header)"
+                }
+                PostError::MissingUdAddress => {
+                    "a UD work request needs av= (and remote_qpn=, remote_qkey=)"
+                }
+                PostError::MissingXrcSrqn => "an XRC work request needs xrc_srqn=",
+                PostError::WqeTooLarge => "the WQE would be larger than 63 DS (1008 bytes)",
+            },
+            Refused::NoFrame => "a raw Ethernet send needs at least one sge= (or inline=)",
+        };
+        write!(f, "work request refused ({}): {why}", self.errno())
+    }
+}
+
+/// A refused work request and its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// 1-based input line of the work request.
+    pub line: usize,
+    /// Why.
+    pub reason: Refused,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.reason)
+    }
+}
+
+/// One WQE as posted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wqe {
+    /// WQE index: the 16-bit WQEBB counter of its control segment.
+    pub wqe_index: u16,
+    /// WQEBBs it occupies.
+    pub wqebbs: u32,
+    /// DS count (16-byte units) of its control segment.
+    pub ds: u8,
+    /// The bytes of its WQEBBs, in posting order.
+    pub bytes: Vec<u8>,
+}
+
+/// Which register write a doorbell made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MmioKind {
+    /// The 8-byte doorbell: the first 8 bytes of the last WQE.
+    Doorbell,
+    /// A BlueFlame copy of the whole WQE in 64-byte chunks.
+    BlueFlame,
+}
+
+impl MmioKind {
+    /// `db` or `bf`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MmioKind::Doorbell => "db",
+            MmioKind::BlueFlame => "bf",
+        }
+    }
+}
+
+/// A register write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mmio {
+    /// Doorbell or BlueFlame.
+    pub kind: MmioKind,
+    /// Offset of the first byte written, in the 4 KiB UAR page.
+    pub offset: u32,
+    /// The bytes written.
+    pub bytes: Vec<u8>,
+}
+
+/// The doorbell of one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doorbell {
+    /// The SQ doorbell-record value (host order).
+    pub dbrec: u32,
+    /// The register write (`None` only if the core wrote no register byte).
+    pub mmio: Option<Mmio>,
+}
+
+/// What the run produced, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A WQE.
+    Wqe(Wqe),
+    /// The end of a batch.
+    Doorbell(Doorbell),
+}
+
+impl Event {
+    /// The event as one JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Event::Wqe(w) => serde_json::json!({
+                "wqe_index": w.wqe_index,
+                "wqebbs": w.wqebbs,
+                "ds": w.ds,
+                "hex": hex(&w.bytes),
+            }),
+            Event::Doorbell(d) => serde_json::json!({
+                "dbrec": d.dbrec,
+                "mmio": d.mmio.as_ref().map(|m| serde_json::json!({
+                    "kind": m.kind.name(),
+                    "offset": m.offset,
+                    "hex": hex(&m.bytes),
+                })),
+            }),
+        }
+    }
+
+    /// The event as text lines.
+    pub fn to_human(&self, wqe_cnt: u32) -> String {
+        let mut s = String::new();
+        match self {
+            Event::Wqe(w) => {
+                s.push_str(&format!(
+                    "wqe_index={} wqebbs={} ds={}\n",
+                    w.wqe_index, w.wqebbs, w.ds
+                ));
+                let mask = wqe_cnt.wrapping_sub(1);
+                for (k, bb) in w.bytes.chunks(64).enumerate() {
+                    let slot = u32::from(w.wqe_index).wrapping_add(k as u32) & mask;
+                    s.push_str(&format!("  wqebb {slot} {}\n", hex(bb)));
+                }
+            }
+            Event::Doorbell(d) => {
+                s.push_str(&format!("dbrec={:#010x}", d.dbrec));
+                match &d.mmio {
+                    Some(m) => {
+                        s.push_str(&format!(
+                            " mmio={} offset={:#x} len={}\n",
+                            m.kind.name(),
+                            m.offset,
+                            m.bytes.len()
+                        ));
+                        for chunk in m.bytes.chunks(64) {
+                            s.push_str(&format!("  {}\n", hex(chunk)));
+                        }
+                    }
+                    None => s.push_str(" mmio=none\n"),
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Lower-case hex, no separators.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Everything the run printed, and the refusal that ended it, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    /// WQEs and doorbells, in order.
+    pub events: Vec<Event>,
+    /// The work request that was refused (the run stopped there).
+    pub refusal: Option<Refusal>,
+}
+
+impl Encoded {
+    /// One JSON object per line.
+    pub fn to_json_lines(&self) -> String {
+        self.events
+            .iter()
+            .map(|e| format!("{}\n", e.to_json()))
+            .collect()
+    }
+
+    /// The text output (`wqe_cnt` to print ring slots).
+    pub fn to_human(&self, wqe_cnt: u32) -> String {
+        self.events.iter().map(|e| e.to_human(wqe_cnt)).collect()
+    }
+}
+
+/// Why nothing could be encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EncodeError {
+    /// A malformed or incomplete input line.
+    Input(LineError),
+    /// A bad option value.
+    Config(String),
+    /// The simulated queue could not be set up (an internal failure).
+    Setup(String),
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::Input(e) => write!(f, "{e}"),
+            EncodeError::Config(m) => write!(f, "bad option: {m}"),
+            EncodeError::Setup(m) => write!(f, "cannot set up the queue: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+impl From<LineError> for EncodeError {
+    fn from(e: LineError) -> Self {
+        EncodeError::Input(e)
+    }
+}
+
+impl From<SetupError> for EncodeError {
+    fn from(e: SetupError) -> Self {
+        EncodeError::Setup(format!("{e:?}"))
+    }
+}
+
+/// Encodes the work requests of `text` on a queue set up as `cfg`.
+///
+/// Every line is read and its data resolved before anything is posted: a
+/// malformed line is an [`EncodeError::Input`] and nothing is printed. A
+/// work request the queue refuses ends the run with
+/// [`Encoded::refusal`] set, after whatever was posted before it.
+pub fn encode(cfg: &EncodeConfig, text: &str) -> Result<Encoded, EncodeError> {
+    cfg.check().map_err(EncodeError::Config)?;
+    let batches = input::parse_input(text)?;
+    let mut prepared = Vec::with_capacity(batches.len());
+    for b in batches {
+        let mut wrs = Vec::with_capacity(b.wrs.len());
+        for wr in b.wrs {
+            let line = wr.line;
+            wrs.push(post::prepare(cfg, wr).map_err(|m| LineError::new(line, m))?);
+        }
+        prepared.push(wrs);
+    }
+    if cfg.bf_size == 0 || cfg.shut_up_bf {
+        run::<DoorbellOnly>(cfg, &prepared)
+    } else if cfg.prefer_bf {
+        run::<BlueFlamePreferred>(cfg, &prepared)
+    } else {
+        run::<BlueFlameInline>(cfg, &prepared)
+    }
+}
+
+/// UAR fills of the two runs (the golden vectors' fills).
+const UAR_FILLS: [u8; 2] = [0x3c, 0xc3];
+
+/// Posts every batch on two identical queues whose UAR pages hold different
+/// fills, and reads back what the first one wrote.
+fn run<P: DoorbellPolicy>(
+    cfg: &EncodeConfig,
+    batches: &[Vec<Prepared>],
+) -> Result<Encoded, EncodeError> {
+    let cnt = cfg.sq_wqebbs;
+    let staging_len = std::cmp::max(cnt as usize, 16);
+    let sq_cfg = cfg.sq_config();
+    let [fill_a, fill_b] = UAR_FILLS;
+    let (mem_a, mem_b) = (Memory::new(cnt, fill_a)?, Memory::new(cnt, fill_b)?);
+    let mut shadow_a = vec![SqShadowEntry::EMPTY; cnt as usize];
+    let mut shadow_b = shadow_a.clone();
+    let mut staging_a = vec![Wqebb::ZERO; staging_len];
+    let mut staging_b = staging_a.clone();
+    let bf_reg = cfg.bf_reg as usize;
+    let mut sq_a = mem_a.queue::<P>(sq_cfg, bf_reg, cfg.bf_size, &mut shadow_a, &mut staging_a)?;
+    let mut sq_b = mem_b.queue::<P>(sq_cfg, bf_reg, cfg.bf_size, &mut shadow_b, &mut staging_b)?;
+
+    let mut out = Encoded {
+        events: Vec::new(),
+        refusal: None,
+    };
+    let mut wrs_in_flight = cfg.wrs_in_flight;
+    for batch in batches {
+        mem_a.refill_uar()?;
+        mem_b.refill_uar()?;
+        let start = sq_a.producer();
+        let refusal = post_batch(&mut sq_a, cfg, batch, wrs_in_flight);
+        let _same = post_batch(&mut sq_b, cfg, batch, wrs_in_flight);
+        let end = sq_a.producer();
+
+        let mut at = start;
+        let mut last = None;
+        while at != end {
+            let slot = at & (cnt - 1);
+            let n = sq_a
+                .shadow(slot as usize)
+                .map_or(0, |e| u32::from(e.wqebbs()));
+            if n == 0 {
+                return Err(EncodeError::Setup(format!(
+                    "no WQE starts at slot {slot} of the shadow"
+                )));
+            }
+            let bytes = mem_a.wqebbs(slot, n)?;
+            let ds = bytes.get(7).map_or(0, |b| b & 0x3f);
+            out.events.push(Event::Wqe(Wqe {
+                wqe_index: at as u16,
+                wqebbs: n,
+                ds,
+                bytes,
+            }));
+            last = Some(at as u16);
+            at = at.wrapping_add(n);
+        }
+        if let Some(index) = last {
+            let (ua, ub) = (mem_a.uar()?, mem_b.uar()?);
+            let written: Vec<usize> = (0..UAR_PAGE)
+                .filter(|&i| ua.get(i) != Some(&fill_a) || ub.get(i) != Some(&fill_b))
+                .collect();
+            let mmio = match (written.first(), written.last()) {
+                (Some(&lo), Some(&hi)) => Some(Mmio {
+                    kind: if hi + 1 - lo == 8 {
+                        MmioKind::Doorbell
+                    } else {
+                        MmioKind::BlueFlame
+                    },
+                    offset: lo as u32,
+                    bytes: ua.get(lo..=hi).unwrap_or(&[]).to_vec(),
+                }),
+                _ => None,
+            };
+            out.events.push(Event::Doorbell(Doorbell {
+                dbrec: mem_a.dbrec()?,
+                mmio,
+            }));
+            // The device completes the batch: the last WQE's completion
+            // retires it and everything before it.
+            for sq in [&mut sq_a, &mut sq_b] {
+                sq.retire(index)
+                    .map_err(|e| EncodeError::Setup(format!("retire: {e:?}")))?;
+            }
+            wrs_in_flight = 0;
+        }
+        if refusal.is_some() {
+            out.refusal = refusal;
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Posts one batch: `start`, the work requests, then `complete` (or
+/// `abort`, see [`EncodeConfig::abort_on_error`]).
+fn post_batch<P: DoorbellPolicy>(
+    sq: &mut SendQueue<'_, P>,
+    cfg: &EncodeConfig,
+    batch: &[Prepared],
+    wrs_in_flight: u32,
+) -> Option<Refusal> {
+    let mut b = sq.start();
+    let mut refusal = None;
+    for (nreq, p) in batch.iter().enumerate() {
+        // libmlx5 `mlx5_wq_overflow`: `head - tail + nreq >= max_post`.
+        if let Some(max) = cfg.max_post {
+            if u64::from(wrs_in_flight) + nreq as u64 >= u64::from(max) {
+                refusal = Some(Refusal {
+                    line: p.wr.line,
+                    reason: Refused::Post(PostError::QueueFull),
+                });
+                break;
+            }
+        }
+        if let Err(reason) = post::post(&mut b, cfg.qp_type, p) {
+            refusal = Some(Refusal {
+                line: p.wr.line,
+                reason,
+            });
+            break;
+        }
+    }
+    if refusal.is_some() && cfg.abort_on_error {
+        b.abort();
+    } else {
+        b.complete();
+    }
+    refusal
+}

@@ -1,0 +1,453 @@
+//! The `mlx5dp encode wqe` command line, run as a process: every operation,
+//! `--json` lines that parse, one golden vector end to end, malformed lines
+//! that end with `line N: ...` and exit status 2, and no panic on random
+//! input.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a failed spawn or read is a test failure"
+)]
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mlx5dp");
+
+/// Runs `mlx5dp encode wqe args...` with `stdin` as standard input.
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .args(["encode", "wqe"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A process that exits before reading its input closes the pipe: fine.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// Asserts success and returns the JSON objects printed, one per line.
+fn json_lines(o: &Output) -> Vec<Value> {
+    assert!(o.status.success(), "exit {:?}: {}", o.status, stderr(o));
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// Asserts the contract of every WQE and doorbell object.
+fn assert_shapes(v: &[Value]) {
+    for o in v {
+        let obj = o.as_object().unwrap();
+        if obj.contains_key("wqe_index") {
+            let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+            assert_eq!(keys, ["wqe_index", "wqebbs", "ds", "hex"], "{o}");
+            let wqebbs = o["wqebbs"].as_u64().unwrap();
+            let ds = o["ds"].as_u64().unwrap();
+            assert!(
+                (1..=16).contains(&wqebbs) && ds >= 1 && ds.div_ceil(4) == wqebbs,
+                "{o}"
+            );
+            assert_eq!(o["hex"].as_str().unwrap().len() as u64, wqebbs * 128, "{o}");
+        } else {
+            assert!(o["dbrec"].is_u64(), "{o}");
+            let m = &o["mmio"];
+            let hex = m["hex"].as_str().unwrap();
+            match m["kind"].as_str().unwrap() {
+                "db" => assert_eq!(hex.len(), 16, "{o}"),
+                "bf" => assert_eq!(hex.len() % 128, 0, "{o}"),
+                k => panic!("kind {k}"),
+            }
+            assert!(m["offset"].as_u64().unwrap() >= 0x800, "{o}");
+        }
+    }
+}
+
+/// Asserts the bad-input contract: exit 2, one `mlx5dp: line N: ` line.
+fn assert_bad_line(o: &Output, line: usize, what: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: {err:?}");
+    assert!(
+        err.starts_with(&format!("mlx5dp: line {line}: ")),
+        "{what}: {err:?}"
+    );
+    assert!(!err.contains("panicked"), "{what}: {err:?}");
+}
+
+const AV: &str = "000000000000000000000000030100120000000000000000000000000000000000000000000000000000000000000000";
+
+/// Every operation on a QP type that takes it, as one batch each.
+const OPS: &[(&str, &str)] = &[
+    ("rc", "op=send flags=signaled sge=0x1000:64:1"),
+    ("rc", "op=send_imm imm=0x11223344 sge=0x1000:64:1"),
+    ("rc", "op=send_inv invalidate_rkey=0x55 sge=0x1000:64:1"),
+    ("rc", "op=rdma_write raddr=0x9000 rkey=7 sge=0x1000:64:1"),
+    ("uc", "op=rdma_write_imm imm=1 raddr=0x9000 rkey=7 sge=0x1000:64:1"),
+    ("rc", "op=rdma_read raddr=0x9000 rkey=7 sge=0x1000:64:1"),
+    ("rc", "op=atomic_cs raddr=0x9000 rkey=7 compare=1 swap_add=2 sge=0x1000:8:1"),
+    ("rc", "op=atomic_fa raddr=0x9000 rkey=7 swap_add=5 sge=0x1000:8:1"),
+    ("rc", "op=local_inv invalidate_rkey=0x1234"),
+    ("rc", "op=nop flags=signaled"),
+    ("xrc", "op=send xrc_srqn=0x77 sge=0x1000:64:1"),
+    ("ud", "op=send remote_qpn=0xabc remote_qkey=0x11111111 av=AV inline=00112233"),
+    ("raw", "op=tso mss=1460 hdr=00112233445502aabbccddee0800 sge=0x1000:3000:1"),
+    ("raw", "op=raw_send flags=ip_csum sge=0x1000:64:1 mem=0x1000:00112233445502aabbccddee08004500000000"),
+];
+
+fn base(qp: &str) -> Vec<&str> {
+    vec![
+        "--qp",
+        qp,
+        "--qpn",
+        "0x123",
+        "--sq-wqebbs",
+        "64",
+        "--pi",
+        "0",
+        "--json",
+    ]
+}
+
+#[test]
+fn every_op_posts_one_wqe_and_one_doorbell() {
+    for (qp, line) in OPS {
+        let line = line.replace("AV", AV);
+        let o = run(&base(qp), &line);
+        let v = json_lines(&o);
+        assert_eq!(v.len(), 2, "{line}: {v:?}");
+        assert_shapes(&v);
+        // The control segment carries the QPN and the WQE index 0.
+        let hex = v[0]["hex"].as_str().unwrap();
+        assert_eq!(&hex[..4], "0000", "{line}");
+        assert_eq!(&hex[8..14], "000123", "{line}");
+        assert_eq!(v[1]["dbrec"], v[0]["wqebbs"], "{line}");
+    }
+}
+
+#[test]
+fn human_output_and_json_agree() {
+    let input = "op=send flags=signaled sge=0x200001000:256:0x1234\n";
+    let mut args = base("rc");
+    args.pop();
+    let human = stdout(&run(&args, input));
+    let v = json_lines(&run(&base("rc"), input));
+    assert!(
+        human.starts_with("wqe_index=0 wqebbs=1 ds=2\n  wqebb 0 "),
+        "{human}"
+    );
+    assert!(human.contains(v[0]["hex"].as_str().unwrap()), "{human}");
+    assert!(
+        human.contains("dbrec=0x00000001 mmio=db offset=0x800 len=8"),
+        "{human}"
+    );
+}
+
+/// `rc_send_sge1_signaled` of specs/golden/libmlx5/wqe-cases.txt, through the
+/// binary; and its inline twin, which libmlx5 rings with BlueFlame.
+#[test]
+fn golden_rc_send_through_the_binary() {
+    let v = json_lines(&run(
+        &base("rc"),
+        "op=send wr_id=0x1000000000010001 flags=signaled sge=0x0000000200001000:256:0x00001234\n",
+    ));
+    assert_eq!(
+        v[0]["hex"].as_str().unwrap()[..64],
+        *"0000000a00012302000000080000000000000100000012340000000200001000"
+    );
+    assert_eq!(v[1]["dbrec"], 1);
+    assert_eq!(v[1]["mmio"]["kind"], "db");
+    assert_eq!(v[1]["mmio"]["offset"], 0x800);
+    assert_eq!(v[1]["mmio"]["hex"], "0000000a00012302");
+
+    let v = json_lines(&run(
+        &base("rc"),
+        "op=send flags=signaled,inline sge=0x10:16:1 mem=0x10:000102030405060708090a0b0c0d0e0f\n",
+    ));
+    assert_eq!(v[1]["mmio"]["kind"], "bf");
+    assert_eq!(v[1]["mmio"]["hex"], v[0]["hex"]);
+}
+
+#[test]
+fn batches_toggle_blueflame_halves_and_wrap() {
+    let mut args = base("rc");
+    args[7] = "65534";
+    let input = "op=send sge=1:1:1\n\nop=send sge=1:1:1\nop=send sge=1:1:1\n\nop=nop\n";
+    let v = json_lines(&run(&args, input));
+    assert_shapes(&v);
+    let idx: Vec<u64> = v.iter().filter_map(|o| o["wqe_index"].as_u64()).collect();
+    assert_eq!(idx, [65534, 65535, 0, 1]);
+    let offsets: Vec<u64> = v
+        .iter()
+        .filter_map(|o| o["mmio"]["offset"].as_u64())
+        .collect();
+    assert_eq!(offsets, [0x800, 0x900, 0x800]);
+}
+
+#[test]
+fn refused_work_request_prints_what_was_posted_before_it() {
+    let input = "op=send sge=1:1:1\nop=atomic_fa raddr=1 rkey=1 sge=1:8:1\n";
+    let mut args = base("rc");
+    args.push("--no-atomics");
+    let o = run(&args, input);
+    assert_bad_line(&o, 2, "atomics disabled");
+    assert!(stderr(&o).contains("refused"), "{}", stderr(&o));
+    let v: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v.len(), 2, "the first WQE and its doorbell");
+
+    args.push("--abort-on-error");
+    let o = run(&args, input);
+    assert_bad_line(&o, 2, "abort");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn malformed_lines_are_line_numbered_exit_2() {
+    let cases: &[(&str, usize)] = &[
+        ("op=send foo=1", 1),
+        ("op=send\nop=frobnicate", 2),
+        ("op=send\n\n# c\nsge=1:1:1", 4),
+        ("op=send sge=1:2", 1),
+        ("op=send sge=1:2:3:4", 1),
+        ("op=send wr_id=0x", 1),
+        ("op=send imm=0x100000000", 1),
+        ("op=send flags=signalled", 1),
+        ("op=send inline=abc", 1),
+        ("op=send av=0011", 1),
+        ("op=send op=send", 1),
+        ("op=send novalue", 1),
+        ("op=send flags=inline sge=0x10:4:1 mem=0x10:0011", 1),
+        ("op=send inline=00 sge=1:1:1", 1),
+        ("op=raw_send sge=1:1:1", 1),
+        ("\n\nop=atomic_fa compare=1 swap_add=2", 3),
+    ];
+    for (input, line) in cases {
+        let o = run(&base("rc"), input);
+        assert_bad_line(&o, *line, input);
+        assert!(o.stdout.is_empty(), "{input}");
+    }
+    // Raw sends need their header bytes.
+    let o = run(&base("raw"), "op=send sge=0x1000:64:1");
+    assert_bad_line(&o, 1, "raw without mem");
+}
+
+#[test]
+fn bad_options_exit_2() {
+    for args in [
+        vec!["--qp", "rc", "--qpn", "1", "--sq-wqebbs", "48", "--pi", "0"],
+        vec![
+            "--qp",
+            "rc",
+            "--qpn",
+            "0x1000000",
+            "--sq-wqebbs",
+            "64",
+            "--pi",
+            "0",
+        ],
+        vec![
+            "--qp",
+            "rc",
+            "--qpn",
+            "1",
+            "--sq-wqebbs",
+            "64",
+            "--pi",
+            "0",
+            "--bf-offset",
+            "64",
+        ],
+        vec![
+            "--qp",
+            "rc",
+            "--qpn",
+            "1",
+            "--sq-wqebbs",
+            "64",
+            "--pi",
+            "0",
+            "--bf-size",
+            "100",
+        ],
+        vec![
+            "--qp",
+            "rc",
+            "--qpn",
+            "1",
+            "--sq-wqebbs",
+            "64",
+            "--pi",
+            "0",
+            "--bf-reg",
+            "0xf00",
+        ],
+        vec!["--qp", "rc", "--qpn", "1", "--sq-wqebbs", "64", "--pi", "x"],
+        vec!["--qp", "ib", "--qpn", "1", "--sq-wqebbs", "64", "--pi", "0"],
+    ] {
+        let o = run(&args, "op=nop\n");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn file_argument_and_dash() {
+    let dir = std::env::temp_dir().join(format!("mlx5dp-encode-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("wrs.txt");
+    std::fs::write(&path, "op=nop\n").unwrap();
+    let mut args = base("rc");
+    let p = path.to_str().unwrap().to_string();
+    args.push(&p);
+    let from_file = stdout(&run(&args, ""));
+    args.pop();
+    args.push("-");
+    let from_dash = stdout(&run(&args, "op=nop\n"));
+    assert_eq!(from_file, from_dash);
+    assert!(!from_file.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut missing = base("rc");
+    missing.push("/nonexistent/mlx5dp/wrs.txt");
+    assert_eq!(run(&missing, "").status.code(), Some(1));
+}
+
+/// A small xorshift generator: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+}
+
+/// Random lines built from real keys and awkward values: the command must
+/// always exit 0 or 2 with a one-line message, never panic.
+#[test]
+fn random_input_never_panics() {
+    let ops = [
+        "send",
+        "send_imm",
+        "send_inv",
+        "rdma_write",
+        "rdma_write_imm",
+        "rdma_read",
+        "atomic_cs",
+        "atomic_fa",
+        "local_inv",
+        "nop",
+        "tso",
+        "raw_send",
+        "bogus",
+    ];
+    let keys = [
+        "wr_id",
+        "flags",
+        "imm",
+        "invalidate_rkey",
+        "raddr",
+        "rkey",
+        "compare",
+        "swap_add",
+        "sge",
+        "inline",
+        "mem",
+        "remote_qpn",
+        "remote_qkey",
+        "av",
+        "xrc_srqn",
+        "mss",
+        "hdr",
+        "zz",
+    ];
+    let values = [
+        "0",
+        "1",
+        "0xffffffff",
+        "0xffffffffffffffff",
+        "18446744073709551616",
+        "-1",
+        "",
+        "x",
+        "signaled,inline",
+        "inline,ip_csum,fence",
+        "0x10:64:1",
+        "0x10:4294967295:1",
+        "0xffffffffffffffff:64:1",
+        "0x10:0011223344",
+        "0x10:",
+        "00",
+        AV,
+        "001122",
+        "00112233445502aabbccddee0800450000000000000000000000000000",
+        "0x10:300:1",
+    ];
+    let qps = ["rc", "uc", "ud", "xrc", "raw"];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..200 {
+        let mut input = String::new();
+        for _ in 0..(rng.next() % 6) {
+            if rng.next() % 5 == 0 {
+                input.push('\n');
+            }
+            input.push_str(&format!("op={}", rng.pick(&ops)));
+            for _ in 0..(rng.next() % 6) {
+                input.push_str(&format!(" {}={}", rng.pick(&keys), rng.pick(&values)));
+            }
+            input.push('\n');
+        }
+        let qp = rng.pick(&qps);
+        let wqebbs = ["1", "2", "16", "64"][(rng.next() % 4) as usize];
+        let pi = ["0", "63", "65535", "4294967295"][(rng.next() % 4) as usize];
+        let mut args = vec!["--qp", qp, "--qpn", "1", "--sq-wqebbs", wqebbs, "--pi", pi];
+        if rng.next() % 2 == 0 {
+            args.push("--json");
+        }
+        if rng.next() % 3 == 0 {
+            args.extend(["--max-inline", "0", "--prefer-bf", "--max-post", "2"]);
+        }
+        let o = run(&args, &input);
+        let code = o.status.code();
+        assert!(
+            code == Some(0) || code == Some(2),
+            "round {round}: {args:?} {input:?}: {code:?} {}",
+            stderr(&o)
+        );
+        assert!(
+            !stderr(&o).contains("panicked"),
+            "{input:?}: {}",
+            stderr(&o)
+        );
+        if code == Some(2) {
+            assert_eq!(stderr(&o).lines().count(), 1, "{input:?}: {}", stderr(&o));
+        }
+        if args.contains(&"--json") {
+            for l in stdout(&o).lines() {
+                let v: Value = serde_json::from_str(l).unwrap();
+                assert_shapes(&[v]);
+            }
+        }
+    }
+    // Raw bytes that are not text.
+    let o = run(&base("rc"), "\u{0}\u{1}op=send");
+    assert_eq!(o.status.code(), Some(2));
+}
