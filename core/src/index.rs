@@ -24,7 +24,9 @@ impl RingSize {
         if entries == 0 || !entries.is_power_of_two() {
             return None;
         }
-        Some(Self { log2: entries.trailing_zeros() as u8 })
+        Some(Self {
+            log2: entries.trailing_zeros() as u8,
+        })
     }
 
     /// A ring of `2^log2` slots; `None` when `log2 > 31`.

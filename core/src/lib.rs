@@ -21,7 +21,7 @@ pub mod cq;
 pub mod index;
 pub mod mmio;
 pub mod prm;
-pub mod rq;
 pub mod ring;
+pub mod rq;
 pub mod sq;
 pub mod sync;

@@ -16,7 +16,15 @@ use bitfield_struct::bitfield;
 
 /// `op_own`, the last byte of every CQE: owner, solicited, format, opcode.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct OpOwn {
     /// Owner bit, bit 0 (`MLX5_CQE_OWNER_MASK`): equals the pass parity
     /// `(ci >> log2(cqe_cnt)) & 1` when the entry belongs to software.
@@ -36,7 +44,15 @@ pub struct OpOwn {
 
 /// `flags_rqpn` (bytes 24–27): source QPN, SL, GRH/L3 location.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct FlagsRqpn {
     /// Source QP number (UD), bits [23:0].
     #[bits(24)]
@@ -54,7 +70,15 @@ pub struct FlagsRqpn {
 
 /// `hds_ip_ext` (byte 28): header-validity bits.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct HdsIpExt {
     /// L2 checksum/header OK, bit 0 (`MLX5_CQE_L2_OK`).
     #[bits(1)]
@@ -71,7 +95,15 @@ pub struct HdsIpExt {
 
 /// `l4_l3_hdr_type` (byte 29; rdma-core `l4_hdr_type_etc`).
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct L4L3HdrType {
     /// A C-VLAN tag was stripped into `vlan_info`, bit 0 (`MLX5_CQE_VLAN_STRIPPED`).
     #[bits(1)]
@@ -91,7 +123,15 @@ pub struct L4L3HdrType {
 
 /// `srqn_uidx` (bytes 32–35): SRQ number or user index, LRO segment count.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct SrqnUidx {
     /// SRQ number, or the QP's user index with CQE version 1, bits [23:0].
     #[bits(24)]
@@ -103,7 +143,15 @@ pub struct SrqnUidx {
 
 /// `sop_drop_qpn` (bytes 56–59): QPN and the send opcode of a requester CQE.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct SopDropQpn {
     /// QP/SQ number, bits [23:0]; on an Ethernet RQ the flow tag (mark).
     #[bits(24)]
@@ -247,7 +295,15 @@ impl Cqe64 {
 
 /// `s_wqe_opcode_qpn` of an error CQE.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct SWqeOpcodeQpn {
     /// QP number, bits [23:0].
     #[bits(24)]
@@ -359,7 +415,15 @@ wire_struct! {
 
 /// Bytes 4–7 of an FTAG_STRIDX mini-CQE: flow tag high byte and 24-bit byte count.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct FtagByteCnt {
     /// Byte count, bits [23:0] (DPDK masks with `MLX5_LEN_WITH_MARK_MASK`).
     #[bits(24)]

@@ -26,7 +26,15 @@ wire_struct! {
 
 /// The CQ arm command word: `(arm_sn & 3) << 28 | cmd << 24 | (ci & 0xffffff)`.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct CqArmWord {
     /// Consumer index, bits [23:0].
     #[bits(24)]

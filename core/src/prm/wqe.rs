@@ -18,7 +18,15 @@ use bitfield_struct::bitfield;
 
 /// `opmod_idx_opcode` of the control segment: opcode, WQE index, opmod.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct OpmodIdxOpcode {
     /// Send opcode (`MLX5_OPCODE_*`), bits [7:0].
     #[bits(8)]
@@ -34,7 +42,15 @@ pub struct OpmodIdxOpcode {
 
 /// `qpn_ds` of the control segment: QP/SQ number and DS count.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct QpnDs {
     /// WQE size in 16-byte units including the control segment, bits [5:0].
     #[bits(6)]
@@ -48,7 +64,15 @@ pub struct QpnDs {
 
 /// `fm_ce_se` of the control segment: fence, completion and solicited bits.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct FmCeSe {
     #[bits(1)]
     __: u8,
@@ -98,7 +122,15 @@ wire_struct! {
 
 /// The 4-byte header of an inline data segment: length and the inline bit.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct InlineByteCount {
     /// Number of inline bytes that follow, bits [30:0].
     #[bits(31)]
@@ -212,7 +244,15 @@ wire_struct! {
 
 /// `dqp_dct` of the address vector: remote QPN / DCT number and the extended-AV bit.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct DqpDct {
     /// Remote QPN (UD) or DCT number (DC), bits [23:0].
     #[bits(24)]
@@ -229,7 +269,15 @@ pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
 
 /// `stat_rate_sl` of the address vector.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct StatRateSl {
     /// Service level, bits [3:0] (RoCE: priority in [3:1]).
     #[bits(4)]
@@ -241,7 +289,15 @@ pub struct StatRateSl {
 
 /// `fl_mlid` of the address vector.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct FlMlid {
     /// Source path bits, bits [6:0].
     #[bits(7)]
@@ -253,7 +309,15 @@ pub struct FlMlid {
 
 /// `grh_gid_fl` of the address vector.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct GrhGidFl {
     /// Flow label, bits [19:0].
     #[bits(20)]
@@ -336,7 +400,15 @@ wire_struct! {
 
 /// `cs_flags` of the Ethernet segment: checksum offload requests.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct EthCsFlags {
     #[bits(4)]
     __: u8,
@@ -356,7 +428,15 @@ pub struct EthCsFlags {
 
 /// `swp_flags` of the Ethernet segment: software-parser header kinds.
 #[bitfield(u8)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct SwpFlags {
     /// Inner L3 is IPv6, bit 0.
     #[bits(1)]
@@ -380,7 +460,15 @@ pub struct SwpFlags {
 /// (kernel `insert.type` / `insert.vlan_tci`; DPDK `MLX5_ETH_WQE_VLAN_INSERT`).
 /// Mutually exclusive with an inline header.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
-#[derive(zerocopy::FromBytes, zerocopy::IntoBytes, zerocopy::KnownLayout, zerocopy::Immutable, zerocopy::Unaligned, PartialEq, Eq)]
+#[derive(
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::KnownLayout,
+    zerocopy::Immutable,
+    zerocopy::Unaligned,
+    PartialEq,
+    Eq,
+)]
 pub struct VlanInsert {
     /// The VLAN tag control information to insert, bits [15:0].
     #[bits(16)]
