@@ -1,7 +1,10 @@
 //! Completion-queue scenarios: polling uncompressed 64-byte CQEs in batches
 //! of 32, polling compressed sessions (basic and enhanced layouts) through
-//! the same `Cq::poll`, and the scalar session expansion alone
-//! (`zip::expand_session`).
+//! the same `Cq::poll` (with the compile-time decoder, and with the best
+//! one this CPU runs: `*_best`), the burst API (`Cq::poll_burst`), the
+//! scalar session expansion alone (`zip::expand_session`), and the mini
+//! array decoders alone, per path (`cq/unzip_*`: `UnzipPath::decode` into
+//! a `MiniBatch`, as the poller runs them).
 //!
 //! Measured per completion: `Cq::poll` (or `start_poll`/`next_poll`/
 //! `end_poll`) with at most 32 completions per call, each resolved through
@@ -17,8 +20,10 @@
 
 use core::ptr::NonNull;
 
-use mlx5dp::cq::zip::{self, MiniView};
-use mlx5dp::cq::{Cq, CqConfig, CqParts, CqeSize, Layout, PollError, RawCounters};
+use mlx5dp::cq::zip::{self, MiniBatch, MiniView, Unzip, UnzipPath};
+use mlx5dp::cq::{
+    CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, PollError, RawCounters,
+};
 use mlx5dp::index::RingSize;
 use mlx5dp::prm::{
     Be16, Be32, Cqe64, CqeOpcode, EnhancedCompressedCqe, MiniCqe, MiniCqeFormat, OpOwn, SopDropQpn,
@@ -156,19 +161,25 @@ impl CqDevice {
     }
 }
 
+/// One 64-byte CQ slot, 64-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
 /// A CQ over a leaked ring and doorbell record (no UAR: never armed), and
 /// its device model.
-fn leak_cq(stream: Stream) -> (Cq, CqDevice) {
+fn leak_cq(stream: Stream, unzip: UnzipPath) -> (Cq, CqDevice) {
     let n = CQE_CNT as usize;
     let enhanced = matches!(stream, Stream::Enhanced(_));
-    let mut bytes = vec![0u8; n * 64];
-    for slot in bytes.chunks_exact_mut(64) {
+    // 64-byte aligned slots, as a CQ buffer from mlx5dv (page-aligned).
+    let mut lines = vec![Line([0u8; 64]); n];
+    for Line(slot) in lines.iter_mut() {
         slot[63] = CQE_OP_OWN_INIT;
         if enhanced {
             slot[62] = CQE_VIC_INIT;
         }
     }
-    let ring = leak_raw(bytes);
+    let ring = leak_raw(lines).cast::<u8>();
     let dbrec = leak_raw(vec![0u32; 2]);
     let compression = match stream {
         Stream::Uncompressed => None,
@@ -185,6 +196,7 @@ fn leak_cq(stream: Stream) -> (Cq, CqDevice) {
     };
     let config = CqConfig {
         compression,
+        unzip,
         ..CqConfig::default()
     };
     // SAFETY: ring and doorbell record are leaked (they live for the rest
@@ -220,6 +232,28 @@ pub fn measured_cq_poll32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
             Ok(got) => got,
             Err(e) => poll_failed(Some(e)),
         };
+        left -= got as u64;
+    }
+    acc
+}
+
+/// Polls `n` completions with `Cq::poll_burst`, at most 32 per call into
+/// an array of `CompletionSummary`; returns the sum of their wr_ids.
+#[inline(never)]
+pub fn measured_cq_poll_burst32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
+    let mut acc = 0u64;
+    let mut left = n;
+    let mut out = [CompletionSummary::default(); POLL_BATCH];
+    while left > 0 {
+        let max = left.min(POLL_BATCH as u64) as usize;
+        let got = match cq.poll_burst(wqs, &mut out[..max]) {
+            Ok(0) => poll_failed(None),
+            Ok(got) => got,
+            Err(e) => poll_failed(Some(e)),
+        };
+        for c in &out[..got] {
+            acc = acc.wrapping_add(c.wr_id);
+        }
         left -= got as u64;
     }
     acc
@@ -278,6 +312,7 @@ pub fn measured_expand_session(
 enum Api {
     Poll,
     StartPoll,
+    Burst,
 }
 
 /// Polling a CQ that the device model keeps full.
@@ -309,6 +344,7 @@ impl Scenario for PollScenario {
         let acc = match self.api {
             Api::Poll => measured_cq_poll32(&mut self.cq, &mut self.wqs, n),
             Api::StartPoll => measured_cq_start_poll32(&mut self.cq, &mut self.wqs, n),
+            Api::Burst => measured_cq_poll_burst32(&mut self.cq, &mut self.wqs, n),
         };
         self.sink = self.sink.wrapping_add(acc);
         self.consumed += n;
@@ -321,7 +357,17 @@ fn poll_scenario(
     api: Api,
     stream: Stream,
 ) -> Box<dyn Scenario> {
-    let (cq, dev) = leak_cq(stream);
+    poll_scenario_with(name, symbol, api, stream, UnzipPath::compile_time())
+}
+
+fn poll_scenario_with(
+    name: &'static str,
+    symbol: &'static str,
+    api: Api,
+    stream: Stream,
+    unzip: UnzipPath,
+) -> Box<dyn Scenario> {
+    let (cq, dev) = leak_cq(stream, unzip);
     Box::new(PollScenario {
         name,
         symbol,
@@ -393,11 +439,206 @@ fn expand_scenario(name: &'static str, n: u32) -> Box<dyn Scenario> {
     })
 }
 
+/// Decodes one session of minis with `path` the way `Cq` does: mini array
+/// by mini array (eight minis per array in the basic layout, seven per
+/// compressed CQE in the enhanced one) into a [`MiniBatch`], chaining the
+/// running counter; `times` times. Only the decode: no ring, no poll.
+#[inline(never)]
+pub fn measured_unzip_session(
+    path: UnzipPath,
+    unzip: Unzip,
+    arrays: &[[MiniCqe; MINI_CQE_ARRAY_SIZE]],
+    lens: &[usize],
+    batch: &mut MiniBatch,
+    times: u64,
+) -> u16 {
+    let mut running = 0u16;
+    for _ in 0..times {
+        for (array, &n) in arrays.iter().zip(lens) {
+            path.decode(unzip, array, running, batch);
+            running = batch.end_counter(unzip, n, running);
+            core::hint::black_box(&mut *batch);
+        }
+    }
+    running
+}
+
+/// Every decoder path this CPU runs, with its short name.
+pub fn unzip_paths() -> Vec<UnzipPath> {
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        expect(unused_mut, reason = "no vector path on this target")
+    )]
+    let mut paths = vec![UnzipPath::Scalar];
+    #[cfg(target_arch = "x86_64")]
+    {
+        use mlx5dp::cq::zip_x86::{Avx2, Sse41};
+        if std::is_x86_feature_detected!("sse4.1") {
+            // SAFETY: detected just above.
+            paths.push(UnzipPath::Sse41(unsafe { Sse41::new_unchecked() }));
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: detected just above.
+            paths.push(UnzipPath::Avx2(unsafe { Avx2::new_unchecked() }));
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    if let Some(t) = mlx5dp::cq::zip_neon::Neon::compile_time() {
+        paths.push(UnzipPath::Neon(t));
+    }
+    paths
+}
+
+/// The best decoder path this CPU runs (the last of [`unzip_paths`]).
+pub fn best_unzip() -> UnzipPath {
+    unzip_paths().pop().unwrap_or_else(UnzipPath::compile_time)
+}
+
+/// `measured_unzip_session`: one session of HASH minis, one layout, one
+/// decoder path.
+struct UnzipScenario {
+    name: &'static str,
+    path: UnzipPath,
+    unzip: Unzip,
+    arrays: Vec<[MiniCqe; MINI_CQE_ARRAY_SIZE]>,
+    lens: Vec<usize>,
+    minis: u64,
+    batch: MiniBatch,
+}
+
+impl Scenario for UnzipScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        "*measured_unzip_session*"
+    }
+    fn unit(&self) -> &'static str {
+        "mini"
+    }
+    fn granule(&self) -> u64 {
+        self.minis
+    }
+    fn prepare(&mut self) -> u64 {
+        self.minis * 1024
+    }
+    fn measured(&mut self, n: u64) {
+        core::hint::black_box(measured_unzip_session(
+            self.path,
+            self.unzip,
+            &self.arrays,
+            &self.lens,
+            &mut self.batch,
+            n / self.minis,
+        ));
+    }
+}
+
+/// A session of `n` HASH minis in `layout` decoded with `path`; `None`
+/// if this CPU cannot run the path named `want`.
+fn unzip_scenario(
+    name: &'static str,
+    want: &str,
+    layout: Layout,
+    n: u32,
+) -> Option<Box<dyn Scenario>> {
+    let path = unzip_paths().into_iter().find(|p| p.name() == want)?;
+    let per = match layout {
+        Layout::Basic => MINI_CQE_ARRAY_SIZE,
+        Layout::Enhanced => ENHANCED_MAX_MINIS,
+    };
+    let minis: Vec<MiniCqe> = (0..n).map(CqDevice::hash_mini).collect();
+    let mut arrays = Vec::new();
+    let mut lens = Vec::new();
+    for chunk in minis.chunks(per) {
+        let mut array = [MiniCqe::default(); MINI_CQE_ARRAY_SIZE];
+        array[..chunk.len()].copy_from_slice(chunk);
+        arrays.push(array);
+        lens.push(chunk.len());
+    }
+    let dev = CqDevice {
+        ring: core::ptr::null_mut(),
+        size: RingSize::new(CQE_CNT).expect("size"),
+        stream: Stream::Basic(n),
+        pi: 0,
+        produced: 0,
+    };
+    let title = dev.title(0, CqeOpcode::RespSend, 3);
+    let view = MiniView {
+        format: MiniCqeFormat::Hash,
+        striding: false,
+    };
+    Some(Box::new(UnzipScenario {
+        name,
+        path,
+        unzip: Unzip::new(&title, view),
+        arrays,
+        lens,
+        minis: u64::from(n),
+        batch: MiniBatch::new(&title),
+    }))
+}
+
+/// The decoder scenarios: sessions of 8, 64 and max minis, both layouts,
+/// every path (those this CPU cannot run are left out).
+fn unzip_scenarios() -> Vec<Box<dyn Scenario>> {
+    let max = CQE_CNT;
+    [
+        ("cq/unzip_basic8_scalar", "scalar", Layout::Basic, 8),
+        ("cq/unzip_basic64_scalar", "scalar", Layout::Basic, 64),
+        ("cq/unzip_basic_max_scalar", "scalar", Layout::Basic, max),
+        ("cq/unzip_enhanced8_scalar", "scalar", Layout::Enhanced, 8),
+        ("cq/unzip_enhanced64_scalar", "scalar", Layout::Enhanced, 64),
+        (
+            "cq/unzip_enhanced_max_scalar",
+            "scalar",
+            Layout::Enhanced,
+            max - 1,
+        ),
+        ("cq/unzip_basic8_sse41", "sse4.1", Layout::Basic, 8),
+        ("cq/unzip_basic64_sse41", "sse4.1", Layout::Basic, 64),
+        ("cq/unzip_basic_max_sse41", "sse4.1", Layout::Basic, max),
+        ("cq/unzip_enhanced8_sse41", "sse4.1", Layout::Enhanced, 8),
+        ("cq/unzip_enhanced64_sse41", "sse4.1", Layout::Enhanced, 64),
+        (
+            "cq/unzip_enhanced_max_sse41",
+            "sse4.1",
+            Layout::Enhanced,
+            max - 1,
+        ),
+        ("cq/unzip_basic8_avx2", "avx2", Layout::Basic, 8),
+        ("cq/unzip_basic64_avx2", "avx2", Layout::Basic, 64),
+        ("cq/unzip_basic_max_avx2", "avx2", Layout::Basic, max),
+        ("cq/unzip_enhanced8_avx2", "avx2", Layout::Enhanced, 8),
+        ("cq/unzip_enhanced64_avx2", "avx2", Layout::Enhanced, 64),
+        (
+            "cq/unzip_enhanced_max_avx2",
+            "avx2",
+            Layout::Enhanced,
+            max - 1,
+        ),
+        ("cq/unzip_basic8_neon", "neon", Layout::Basic, 8),
+        ("cq/unzip_basic64_neon", "neon", Layout::Basic, 64),
+        ("cq/unzip_basic_max_neon", "neon", Layout::Basic, max),
+        ("cq/unzip_enhanced8_neon", "neon", Layout::Enhanced, 8),
+        ("cq/unzip_enhanced64_neon", "neon", Layout::Enhanced, 64),
+        (
+            "cq/unzip_enhanced_max_neon",
+            "neon",
+            Layout::Enhanced,
+            max - 1,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, path, layout, n)| unzip_scenario(name, path, layout, n))
+    .collect()
+}
+
 /// Every completion-queue scenario.
 pub fn all() -> Vec<Box<dyn Scenario>> {
     let max_basic = CQE_CNT;
     let max_enhanced = CQE_CNT - 1;
-    vec![
+    let mut v = vec![
         poll_scenario(
             "cq/poll32_uncompressed",
             "*measured_cq_poll32*",
@@ -449,5 +690,77 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         expand_scenario("cq/expand_session8", 8),
         expand_scenario("cq/expand_session64", 64),
         expand_scenario("cq/expand_session_max", max_basic),
-    ]
+    ];
+    // The same streams through `poll_burst`, and the compressed ones with
+    // the best decoder this CPU runs (the ones above use the compile-time
+    // default: scalar for the baseline x86-64 target).
+    let burst = "*measured_cq_poll_burst32*";
+    let poll = "*measured_cq_poll32*";
+    let best = best_unzip();
+    v.extend([
+        poll_scenario(
+            "cq/burst32_uncompressed",
+            burst,
+            Api::Burst,
+            Stream::Uncompressed,
+        ),
+        poll_scenario_with(
+            "cq/burst32_basic64_best",
+            burst,
+            Api::Burst,
+            Stream::Basic(64),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst32_enhanced64_best",
+            burst,
+            Api::Burst,
+            Stream::Enhanced(64),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/poll32_basic8_best",
+            poll,
+            Api::Poll,
+            Stream::Basic(8),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/poll32_basic64_best",
+            poll,
+            Api::Poll,
+            Stream::Basic(64),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/poll32_basic_max_best",
+            poll,
+            Api::Poll,
+            Stream::Basic(max_basic),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/poll32_enhanced8_best",
+            poll,
+            Api::Poll,
+            Stream::Enhanced(8),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/poll32_enhanced64_best",
+            poll,
+            Api::Poll,
+            Stream::Enhanced(64),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/poll32_enhanced_max_best",
+            poll,
+            Api::Poll,
+            Stream::Enhanced(max_enhanced),
+            best,
+        ),
+    ]);
+    v.extend(unzip_scenarios());
+    v
 }

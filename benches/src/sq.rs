@@ -14,7 +14,7 @@ use mlx5dp::mmio::DeviceWord;
 use mlx5dp::prm::{Av, Be16, Be32, DqpDct};
 use mlx5dp::sq::{
     BlueFlamePreferred, DoorbellOnly, DoorbellPolicy, PostError, QpKind, QpType, RawPacketQp, RcQp,
-    SendQueue, SqConfig, SqRawParts, SqShadowEntry, UdQp, Wqebb,
+    SendFlags, SendQueue, Sge, SqConfig, SqRawParts, SqShadowEntry, UdQp, Wqebb,
 };
 
 use crate::{leak_raw, Scenario};
@@ -113,6 +113,56 @@ pub fn measured_rc_write_sge(sq: &mut SendQueue<'static, DoorbellOnly, RcQp>, fi
     }
 }
 
+/// The same RDMA WRITE posted in one call (`SendQueue::post_rdma_write`:
+/// validated, then written straight into the ring, then the doorbell).
+#[inline(never)]
+pub fn measured_rc_write_sge_post(
+    sq: &mut SendQueue<'static, DoorbellOnly, RcQp>,
+    first: u64,
+    n: u64,
+) {
+    for i in first..first + n {
+        let off = (i & 0xff) * 64;
+        let sge = Sge::new(LKEY, LADDR + off, 64);
+        ok(sq.post_rdma_write(i, RKEY, RADDR + off, sge, SendFlags::NONE));
+    }
+}
+
+/// The one-call RDMA WRITE with BlueFlame (rdma-core's default policy).
+#[inline(never)]
+pub fn measured_bf_rc_write_sge_post(
+    sq: &mut SendQueue<'static, BlueFlamePreferred, RcQp>,
+    first: u64,
+    n: u64,
+) {
+    for i in first..first + n {
+        let off = (i & 0xff) * 64;
+        let sge = Sge::new(LKEY, LADDR + off, 64);
+        ok(sq.post_rdma_write(i, RKEY, RADDR + off, sge, SendFlags::NONE));
+    }
+}
+
+/// Batches of 32 RDMA WRITEs posted with the one-call
+/// `Batch::rdma_write_sge`, one doorbell per batch; `n` is a multiple of 32.
+#[inline(never)]
+pub fn measured_rc_write_batch32_sge(
+    sq: &mut SendQueue<'static, DoorbellOnly, RcQp>,
+    first: u64,
+    n: u64,
+) {
+    let mut i = first;
+    while i < first + n {
+        let mut b = sq.start();
+        for _ in 0..32 {
+            let off = (i & 0xff) * 64;
+            let sge = Sge::new(LKEY, LADDR + off, 64);
+            ok(b.rdma_write_sge(i, RKEY, RADDR + off, sge, SendFlags::NONE));
+            i += 1;
+        }
+        b.complete();
+    }
+}
+
 /// The same RDMA WRITE on a queue whose policy is BlueFlame for every
 /// single-WQE batch (rdma-core's default): the doorbell is a 64-byte
 /// BlueFlame copy (eight 8-byte stores) instead of one 8-byte store.
@@ -194,6 +244,8 @@ enum Kind {
     UdSendAv,
     RawEth64,
     WriteBatch32,
+    WriteSgePost,
+    WriteBatch32Sge,
 }
 
 /// A send-queue scenario over a [`DoorbellOnly`] queue.
@@ -267,7 +319,7 @@ impl Scenario for SqScenario {
         "WQE"
     }
     fn granule(&self) -> u64 {
-        if self.kind == Kind::WriteBatch32 {
+        if matches!(self.kind, Kind::WriteBatch32 | Kind::WriteBatch32Sge) {
             32
         } else {
             1
@@ -289,6 +341,8 @@ impl Scenario for SqScenario {
             (Kind::SendInline32, Some(sq), _, _) => measured_rc_send_inline32(sq, first, n),
             (Kind::WriteSge, Some(sq), _, _) => measured_rc_write_sge(sq, first, n),
             (Kind::WriteBatch32, Some(sq), _, _) => measured_rc_write_batch32(sq, first, n),
+            (Kind::WriteSgePost, Some(sq), _, _) => measured_rc_write_sge_post(sq, first, n),
+            (Kind::WriteBatch32Sge, Some(sq), _, _) => measured_rc_write_batch32_sge(sq, first, n),
             (Kind::UdSendAv, _, Some(sq), _) => measured_ud_send_av(sq, self.av, first, n),
             (Kind::RawEth64, _, _, Some(sq)) => measured_raw_eth64(sq, first, n),
             _ => unreachable!("{}: no queue of its type", self.name),
@@ -297,18 +351,29 @@ impl Scenario for SqScenario {
     }
 }
 
-/// The RDMA WRITE scenario with BlueFlame (see [`measured_bf_rc_write_sge`]).
+/// The RDMA WRITE scenario with BlueFlame (see [`measured_bf_rc_write_sge`]
+/// and [`measured_bf_rc_write_sge_post`]).
 struct BfScenario {
     sq: SendQueue<'static, BlueFlamePreferred, RcQp>,
     next: u64,
+    /// One-call post instead of the builder.
+    post: bool,
 }
 
 impl Scenario for BfScenario {
     fn name(&self) -> &'static str {
-        "sq/rc_write_sge_blueflame"
+        if self.post {
+            "sq/rc_write_sge_blueflame_post"
+        } else {
+            "sq/rc_write_sge_blueflame"
+        }
     }
     fn symbol(&self) -> &'static str {
-        "*measured_bf_rc_write_sge*"
+        if self.post {
+            "*measured_bf_rc_write_sge_post*"
+        } else {
+            "*measured_bf_rc_write_sge*"
+        }
     }
     fn unit(&self) -> &'static str {
         "WQE"
@@ -317,7 +382,11 @@ impl Scenario for BfScenario {
         retire_all(&mut self.sq, 1)
     }
     fn measured(&mut self, n: u64) {
-        measured_bf_rc_write_sge(&mut self.sq, self.next, n);
+        if self.post {
+            measured_bf_rc_write_sge_post(&mut self.sq, self.next, n);
+        } else {
+            measured_bf_rc_write_sge(&mut self.sq, self.next, n);
+        }
         self.next += n;
     }
 }
@@ -350,9 +419,25 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             "*measured_rc_write_batch32*",
             Kind::WriteBatch32,
         )),
+        Box::new(SqScenario::new(
+            "sq/rc_write_sge_post",
+            "*measured_rc_write_sge_post*",
+            Kind::WriteSgePost,
+        )),
+        Box::new(SqScenario::new(
+            "sq/rc_write_batch32_sge",
+            "*measured_rc_write_batch32_sge*",
+            Kind::WriteBatch32Sge,
+        )),
         Box::new(BfScenario {
             sq: leak_queue(SqConfig::new(QpType::Rc, QPN, 64, 4)),
             next: 0,
+            post: false,
+        }),
+        Box::new(BfScenario {
+            sq: leak_queue(SqConfig::new(QpType::Rc, QPN, 64, 4)),
+            next: 0,
+            post: true,
         }),
     ]
 }

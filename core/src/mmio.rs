@@ -128,6 +128,39 @@ impl Register {
         unsafe { store64(self.base.as_ptr().add(offset), bytes) }
     }
 
+    /// [`Register::write64_at`] without the range test, for the send
+    /// doorbell, whose offset is one of the two BlueFlame halves by
+    /// construction (the test would cost the hot path five instructions).
+    ///
+    /// # Safety
+    ///
+    /// `offset` is a multiple of 8 and `offset + 8 <= self.size()`.
+    #[inline(always)]
+    pub(crate) unsafe fn write64_at_unchecked(&self, offset: usize, bytes: [u8; 8]) {
+        debug_assert!(offset % 8 == 0 && offset + 8 <= self.size);
+        // SAFETY: the caller guarantees the offset is 8-aligned and in range;
+        // with `new`'s contract the destination is aligned and writable.
+        unsafe { store64(self.base.as_ptr().add(offset), bytes) }
+    }
+
+    /// [`Register::write_chunk64`] without the range test (the BlueFlame
+    /// copy of the send doorbell).
+    ///
+    /// # Safety
+    ///
+    /// `offset` is a multiple of 8 and `offset + 64 <= self.size()`.
+    #[inline(always)]
+    pub(crate) unsafe fn write_chunk64_unchecked(&self, offset: usize, chunk: &[u8; 64]) {
+        debug_assert!(offset % 8 == 0 && offset + 64 <= self.size);
+        let words: [[u8; 8]; 8] = zerocopy::transmute!(*chunk);
+        for (i, word) in words.into_iter().enumerate() {
+            // SAFETY: the caller guarantees `offset + 64 <= size` with
+            // `offset` 8-aligned, so `offset + 8 * i` (i < 8) has 8 aligned
+            // bytes in bounds; with `new`'s contract the store is valid.
+            unsafe { store64(self.base.as_ptr().add(offset + 8 * i), word) }
+        }
+    }
+
     /// Writes a 64-byte chunk at `offset` as eight 64-bit volatile stores in
     /// ascending address order: the BlueFlame copy unit (rdma-core
     /// `mmio_memcpy_x64`, UCX `uct_ib_mlx5_bf_copy`).

@@ -164,6 +164,209 @@ impl<'a> RingBuf<'a> {
     }
 }
 
+/// A ring of whole 64-byte blocks (send-queue WQEBBs) over a [`RingBuf`]
+/// of at least one block: the send queue's view of the SQ buffer.
+///
+/// Its size is checked once, at construction, so that the per-WQE writes
+/// below need no test at all: a free-running block counter is reduced by the
+/// mask and every block it names lies inside the ring.
+///
+/// Under `cfg(loom)` every block also has a `loom` cell that records the
+/// writes to it, and [`WqebbRing::device_reader`] hands a model's device
+/// thread the matching reads, so that a model of the real send queue sees a
+/// "Causality violation" if the device reads a block not ordered after its
+/// last write (`core/tests/loom_sq.rs`).
+///
+/// It dereferences to the [`RingBuf`] it was built from, for byte-wise
+/// access.
+#[derive(Debug)]
+pub struct WqebbRing<'a> {
+    ring: RingBuf<'a>,
+    /// Number of blocks minus one (the number is a power of two).
+    mask: u32,
+    #[cfg(loom)]
+    track: std::sync::Arc<std::vec::Vec<crate::sync::UnsafeCell<()>>>,
+}
+
+impl<'a> core::ops::Deref for WqebbRing<'a> {
+    type Target = RingBuf<'a>;
+    #[inline(always)]
+    fn deref(&self) -> &RingBuf<'a> {
+        &self.ring
+    }
+}
+
+impl<'a> core::ops::DerefMut for WqebbRing<'a> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut RingBuf<'a> {
+        &mut self.ring
+    }
+}
+
+impl<'a> WqebbRing<'a> {
+    /// Views `ring` as 64-byte blocks; `None` if it is shorter than one
+    /// block or holds more than `2^32` blocks.
+    pub fn new(ring: RingBuf<'a>) -> Option<Self> {
+        let blocks = ring.len() / 64;
+        if blocks == 0 {
+            return None;
+        }
+        let mask = u32::try_from(blocks - 1).ok()?;
+        // `loom` runs a model's threads one at a time on one OS thread, so
+        // sharing its (not `Sync`) cells through an `Arc` is sound there.
+        #[cfg(loom)]
+        #[expect(clippy::arc_with_non_send_sync, reason = "loom cells, one OS thread")]
+        let track = std::sync::Arc::new(
+            (0..blocks)
+                .map(|_| crate::sync::UnsafeCell::new(()))
+                .collect::<std::vec::Vec<_>>(),
+        );
+        Some(Self {
+            ring,
+            mask,
+            #[cfg(loom)]
+            track,
+        })
+    }
+
+    /// The first block.
+    #[inline(always)]
+    fn base(&self) -> NonNull<[u8; 64]> {
+        self.ring.base.cast()
+    }
+
+    /// Number of blocks.
+    #[inline(always)]
+    pub fn blocks(&self) -> u32 {
+        self.mask + 1
+    }
+
+    /// Writes one block at the free-running block counter `at` (reduced
+    /// modulo the number of blocks). No test: every reduced counter names a
+    /// block inside the ring.
+    #[inline(always)]
+    pub fn write(&mut self, at: u32, block: &[u8; 64]) {
+        let slot = (at & self.mask) as usize;
+        #[cfg(loom)]
+        self.track_write(slot, 1);
+        // SAFETY: `slot <= mask` and the ring holds `mask + 1` blocks (checked
+        // by `new`), valid for writes (`RingBuf::new`'s contract); `block` is
+        // a Rust value and cannot overlap ring memory, which no Rust reference
+        // points into.
+        unsafe { self.base().as_ptr().add(slot).write(*block) }
+    }
+
+    /// Copies `src` (whole blocks) into the ring from the free-running block
+    /// counter `at`, continuing at block 0 when it reaches the end: at most
+    /// two copies, the wrap split once. Returns `false` and writes nothing if
+    /// `src` holds more blocks than the ring.
+    #[inline(always)]
+    pub fn write_run(&mut self, at: u32, src: &[[u8; 64]]) -> bool {
+        if let [one] = src {
+            // The one-WQEBB batch: one copy.
+            self.write(at, one);
+            return true;
+        }
+        if src.len() <= 4 {
+            // A short batch (one WQE of up to 4 WQEBBs, typically): one
+            // fixed-size copy per block, no `memcpy` call.
+            for (k, block) in src.iter().enumerate() {
+                self.write(at.wrapping_add(k as u32), block);
+            }
+            return true;
+        }
+        let blocks = self.blocks() as usize;
+        if src.len() > blocks {
+            return false;
+        }
+        let slot = (at & self.mask) as usize;
+        let first = core::cmp::min(src.len(), blocks - slot);
+        let (head, tail) = src.split_at(first);
+        #[cfg(loom)]
+        {
+            self.track_write(slot, head.len());
+            self.track_write(0, tail.len());
+        }
+        // SAFETY: `slot + head.len() <= blocks` and `tail.len() <= slot` (the
+        // total is at most `blocks`), so both destination runs lie inside the
+        // ring, valid for writes (constructor contracts); `src` is a Rust
+        // slice and cannot overlap ring memory.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                head.as_ptr(),
+                self.base().as_ptr().add(slot),
+                head.len(),
+            );
+            core::ptr::copy_nonoverlapping(tail.as_ptr(), self.base().as_ptr(), tail.len());
+        }
+        true
+    }
+
+    /// Reads the block at the free-running block counter `at`.
+    #[inline(always)]
+    pub fn read(&self, at: u32) -> [u8; 64] {
+        let slot = (at & self.mask) as usize;
+        // SAFETY: as in `write`, the block lies inside the ring, valid for
+        // reads; nothing writes it concurrently (`&self`, single owner).
+        unsafe { self.base().as_ptr().add(slot).read() }
+    }
+
+    #[cfg(loom)]
+    fn track_write(&self, from: usize, n: usize) {
+        for cell in self.track.iter().skip(from).take(n) {
+            cell.with_mut(|_| ());
+        }
+    }
+
+    /// The device's side of the ring in a `loom` model: reads that `loom`
+    /// checks against the queue's writes.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn device_reader(&self) -> WqebbReader {
+        WqebbReader {
+            base: self.base(),
+            mask: self.mask,
+            track: std::sync::Arc::clone(&self.track),
+        }
+    }
+}
+
+/// A `loom` model's device view of a [`WqebbRing`] (see
+/// [`WqebbRing::device_reader`]).
+#[cfg(loom)]
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct WqebbReader {
+    base: NonNull<[u8; 64]>,
+    mask: u32,
+    track: std::sync::Arc<std::vec::Vec<crate::sync::UnsafeCell<()>>>,
+}
+
+// SAFETY: `loom` runs a model's threads one at a time on one OS thread; the
+// reader only reads, and `loom` checks each read against the writes.
+#[cfg(loom)]
+unsafe impl Send for WqebbReader {}
+
+#[cfg(loom)]
+impl WqebbReader {
+    /// Reads block `at` (free-running) as the device's DMA read would;
+    /// `loom` panics ("Causality violation") if the read is not ordered
+    /// after the block's last write.
+    ///
+    /// # Safety
+    ///
+    /// The ring's memory is still alive (the model keeps it until the
+    /// device thread has joined).
+    pub unsafe fn read(&self, at: u32) -> [u8; 64] {
+        let slot = (at & self.mask) as usize;
+        if let Some(cell) = self.track.get(slot) {
+            cell.with(|_| ());
+        }
+        // SAFETY: `slot` is inside the ring; the caller keeps it alive.
+        unsafe { self.base.as_ptr().add(slot).read() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +402,37 @@ mod tests {
         assert!(r.read_wrapping(192, &mut out));
         assert_eq!(&out[..], &src[..]);
         assert_eq!(&mem[64..192], &[0; 128][..]);
+    }
+
+    #[test]
+    fn wqebb_ring_writes_blocks_and_runs_with_one_wrap() {
+        let mut mem = vec![0u8; 256];
+        let p = mem.as_mut_ptr();
+        // SAFETY: `mem` outlives the ring and is only accessed through it.
+        let ring = unsafe { RingBuf::new(p, 256) }.unwrap();
+        let mut r = WqebbRing::new(ring).unwrap();
+        assert_eq!(r.blocks(), 4);
+        r.write(5, &[1; 64]);
+        assert_eq!(r.read(1), [1; 64]);
+        let run: std::vec::Vec<[u8; 64]> = (10..16u8).map(|b| [b; 64]).collect();
+        assert!(!r.write_run(0, &run[..]));
+        // Three blocks from slot 3: the run wraps after the first.
+        assert!(r.write_run(3, &run[..3]));
+        assert_eq!(
+            (r.read(3), r.read(4), r.read(5)),
+            ([10; 64], [11; 64], [12; 64])
+        );
+        assert!(r.write_run(6, &run[3..5]));
+        assert_eq!((r.read(6), r.read(7)), ([13; 64], [14; 64]));
+        let five: std::vec::Vec<[u8; 64]> = (20..24u8).map(|b| [b; 64]).collect();
+        assert!(r.write_run(2, &five[..]));
+        assert_eq!(r.read(1), [23; 64]);
+        assert_eq!(mem[64], 23);
+        // Shorter than one block: refused.
+        let mut small = [0u8; 32];
+        // SAFETY: `small` outlives the ring and is not accessed meanwhile.
+        let ring = unsafe { RingBuf::new(small.as_mut_ptr(), 32) }.unwrap();
+        assert!(WqebbRing::new(ring).is_none());
     }
 
     #[test]

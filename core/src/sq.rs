@@ -113,12 +113,18 @@ mod batch;
 mod doorbell;
 mod fast;
 mod kind;
+pub mod mpw;
+mod shared_bf;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use batch::{Batch, FrameSge, Sge, Wr};
 pub use doorbell::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy};
 pub use kind::{AnyQp, QpKind, RawPacketQp, RcQp, UcQp, UdQp, XrcQp};
+#[cfg(loom)]
+#[doc(hidden)]
+pub use shared_bf::LoomFault;
+pub use shared_bf::SharedBlueFlame;
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
@@ -126,7 +132,7 @@ use core::ptr::NonNull;
 use crate::index::{in_flight, RingSize};
 use crate::mmio::{DeviceWord, Register};
 use crate::prm::{QpnDs, SEND_WQE_BB, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE};
-use crate::ring::RingBuf;
+use crate::ring::{RingBuf, WqebbRing};
 use doorbell::Doorbell;
 
 /// The transport of the QP that owns the send queue; it decides which
@@ -397,6 +403,61 @@ struct Limits {
     max_tso_header: u16,
     max_tso: u32,
     signal_every: u32,
+    /// `signal_every`, or `u32::MAX` when it is 0: a CQE is forced once the
+    /// WQEBBs since the last CQE reach it (never, at `u32::MAX`: they are
+    /// fewer than the ring's 2^31 WQEBBs).
+    force_at: u32,
+    /// The queue has SGEs (`max_sge > 0`).
+    has_sge: bool,
+    /// First 8 bytes of the control segment of the one-SGE shapes with WQE
+    /// index 0 (`fast::ctrl0_const`): RDMA write and read (3 DS), send (2 DS).
+    ctrl0_write: u64,
+    ctrl0_read: u64,
+    ctrl0_send: u64,
+}
+
+impl Limits {
+    /// The control constant, DS and "has a remote address" of the one-SGE
+    /// shape of `op` (write, read or send).
+    #[inline(always)]
+    fn sge_shape(&self, op: batch::Op) -> (u64, u8, bool) {
+        match op {
+            batch::Op::Write => (self.ctrl0_write, 3, true),
+            batch::Op::Read => (self.ctrl0_read, 3, true),
+            _ => (self.ctrl0_send, 2, false),
+        }
+    }
+}
+
+/// The `send_flags` of a work request posted in one call
+/// ([`SendQueue::post_rdma_write`], [`Batch::rdma_write_sge`], …):
+/// `IBV_SEND_SIGNALED`, `IBV_SEND_SOLICITED`, `IBV_SEND_FENCE`, combined
+/// with `|`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendFlags(pub(crate) u8);
+
+impl SendFlags {
+    /// No flag: an unsignalled, unfenced work request.
+    pub const NONE: Self = Self(0);
+    /// Ask for a completion (`IBV_SEND_SIGNALED`).
+    pub const SIGNALED: Self = Self(batch::F_SIGNALED);
+    /// Set the solicited-event bit (`IBV_SEND_SOLICITED`).
+    pub const SOLICITED: Self = Self(batch::F_SOLICITED);
+    /// Wait for earlier reads and atomics (`IBV_SEND_FENCE`).
+    pub const FENCE: Self = Self(batch::F_FENCE);
+
+    /// Whether every flag of `other` is set.
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl core::ops::BitOr for SendFlags {
+    type Output = Self;
+    #[inline(always)]
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
 }
 
 /// A send queue over raw parts; one owner (`Send`, not `Sync`).
@@ -406,8 +467,15 @@ struct Limits {
 /// [`AnyQp`], the default, every work request tests [`SqConfig::qp_type`]).
 #[derive(Debug)]
 pub struct SendQueue<'a, P: DoorbellPolicy = BlueFlamePreferred, Q: QpKind = AnyQp> {
-    ring: RingBuf<'a>,
+    ring: WqebbRing<'a>,
     size: RingSize,
+    /// `size.entries()`, kept for the hot paths.
+    entries: u32,
+    /// `size.mask()`, kept for the hot paths.
+    mask: u32,
+    /// `entries` if the queue has SGEs, else 0: the one-SGE fast paths test
+    /// the room and `max_sge` in one comparison.
+    post_limit: u32,
     /// Free-running WQEBB producer counter of published WQEs.
     pi: u32,
     /// Free-running WQEBB consumer counter: everything before it is retired.
@@ -501,25 +569,22 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         // SAFETY: the caller promises `ring_len` bytes at `raw.buf`, valid
         // for reads and writes and written by nothing else for `'a`.
         let ring = unsafe { RingBuf::new(raw.buf.as_ptr(), ring_len) }
+            .and_then(WqebbRing::new)
             .ok_or(SqConfigError::BadWqeCount)?;
         // SAFETY: the caller promises `reg_size` bytes of register at
         // `raw.bf_reg`, 8-byte aligned, valid for volatile 8-byte writes and
         // used by no one else for `'a` (`Register::new`'s contract).
         let reg = unsafe { Register::new(raw.bf_reg, reg_size) };
-        let offset = if config.start_bf_second_half {
-            buf_size
-        } else {
-            0
-        };
         let signal_every = if config.signal_every == u32::MAX {
             raw.wqe_cnt / 2
         } else {
             config.signal_every
         };
+        let qpn_ds_bits = qpn_ds.with_ds(0).into_bits().get();
         let lim = Limits {
             qp_type: config.qp_type,
             qpn_ds,
-            qpn_ds_bits: qpn_ds.with_ds(0).into_bits().get(),
+            qpn_ds_bits,
             max_inline: config.max_inline_data,
             max_sge: config.max_sge,
             sig_bits: if config.sig_all {
@@ -533,10 +598,26 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             max_tso_header: config.max_tso_header,
             max_tso: config.max_tso,
             signal_every,
+            force_at: if signal_every == 0 {
+                u32::MAX
+            } else {
+                signal_every
+            },
+            has_sge: config.max_sge > 0,
+            ctrl0_write: fast::ctrl0_const(batch::Op::Write, qpn_ds_bits, 3),
+            ctrl0_read: fast::ctrl0_const(batch::Op::Read, qpn_ds_bits, 3),
+            ctrl0_send: fast::ctrl0_const(batch::Op::Send, qpn_ds_bits, 2),
         };
         Ok(Self {
             ring,
             size,
+            entries: size.entries(),
+            mask: size.mask(),
+            post_limit: if config.max_sge > 0 {
+                size.entries()
+            } else {
+                0
+            },
             pi: config.start_pi,
             ci: config.start_pi,
             fm_cache: 0,
@@ -544,7 +625,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             lim,
             shadow,
             staging,
-            db: Doorbell::new(raw.dbrec, reg, buf_size, offset),
+            db: Doorbell::new(raw.dbrec, reg, buf_size, config.start_bf_second_half),
             _policy: PhantomData,
         })
     }
@@ -554,6 +635,196 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
     #[inline]
     pub fn start(&mut self) -> Batch<'_, 'a, P, Q> {
         Batch::new(self)
+    }
+
+    /// Posts an RDMA write of one SGE as a batch of one, in one call: the
+    /// same WQE, shadow entry, doorbell and errors as
+    /// `let mut b = sq.start(); b.rdma_write_sge(…)?; b.complete();`.
+    ///
+    /// On an RC or UC queue with a non-empty SGE the work request is checked
+    /// completely first (operation, room) and then written straight into
+    /// the ring, followed by the doorbell: with nothing left that could fail
+    /// after the first byte is written, the rule that a failed work request
+    /// leaves the ring untouched holds without the staging copy. Every other
+    /// case takes the batch path, out of line.
+    #[inline(always)]
+    pub fn post_rdma_write(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        sge: Sge,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        self.post_sge(batch::Op::Write, wr_id, rkey, remote_addr, sge, flags)
+    }
+
+    /// Posts an RDMA read into one SGE in one call (see
+    /// [`SendQueue::post_rdma_write`]).
+    #[inline(always)]
+    pub fn post_rdma_read(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        sge: Sge,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        self.post_sge(batch::Op::Read, wr_id, rkey, remote_addr, sge, flags)
+    }
+
+    /// Posts a send of one SGE in one call (see
+    /// [`SendQueue::post_rdma_write`]; UD, XRC and raw Ethernet queues
+    /// take the batch path, and fail there for want of an address, an SRQ
+    /// number or frame bytes).
+    #[inline(always)]
+    pub fn post_send(&mut self, wr_id: u64, sge: Sge, flags: SendFlags) -> Result<(), PostError> {
+        self.post_sge(batch::Op::Send, wr_id, 0, 0, sge, flags)
+    }
+
+    /// Whether the one-SGE fast path formats `op` with an SGE of `length`
+    /// bytes: RC/UC, an operation the QP allows, a non-empty SGE (libmlx5
+    /// skips empty ones: another DS count). (A queue without SGEs fails the
+    /// room test: `post_limit`.)
+    #[inline(always)]
+    fn sge_fast_ok(&self, op: batch::Op, length: u32) -> bool {
+        let qp = self.qp_type();
+        matches!(qp, QpType::Rc | QpType::Uc)
+            && matches!(op, batch::Op::Write | batch::Op::Read | batch::Op::Send)
+            && op.allowed(qp, &self.lim)
+            && length != 0
+    }
+
+    /// Records a WQE of `wqebbs` WQEBBs at producer counter `pi` in the
+    /// shadow: its entry in the first slot, empty entries in the others.
+    #[inline(always)]
+    fn record(&mut self, pi: u32, wr_id: u64, index: u16, wqebbs: u32, flags: u8) {
+        let mask = self.mask;
+        let slot = (pi & mask) as usize;
+        debug_assert!(slot < self.shadow.len());
+        // SAFETY: `slot <= mask = wqe_cnt - 1`, and the constructor refused
+        // a shadow of fewer than `wqe_cnt` entries (`ShadowTooSmall`); the
+        // shadow is never replaced. (The test would cost every WQE two
+        // instructions.)
+        let e = unsafe { self.shadow.get_unchecked_mut(slot) };
+        *e = SqShadowEntry {
+            wr_id,
+            index,
+            wqebbs: wqebbs as u8,
+            flags,
+        };
+        for k in 1..wqebbs {
+            if let Some(e) = self.shadow.get_mut((pi.wrapping_add(k) & mask) as usize) {
+                *e = SqShadowEntry::EMPTY;
+            }
+        }
+    }
+
+    /// The one-call posts of one SGE (see [`SendQueue::post_rdma_write`]).
+    #[inline(always)]
+    fn post_sge(
+        &mut self,
+        op: batch::Op,
+        wr_id: u64,
+        rkey: u32,
+        raddr: u64,
+        sge: Sge,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        // ---- checks: operation and SGE, then room (and `max_sge`, folded
+        //      into `post_limit`); nothing fails after them ----------------
+        let pi = self.pi;
+        if !self.sge_fast_ok(op, sge.length) || in_flight(pi, self.ci) >= self.post_limit {
+            return self.post_sge_cold(
+                op, wr_id, rkey, raddr, sge.lkey, sge.addr, sge.length, flags,
+            );
+        }
+        // ---- the WQE, built in registers, straight into the ring ----------
+        let unsignaled = self.unsignaled;
+        let (fm_ce_se, shadow_flags) =
+            fast::ctrl_flags(flags.0, &self.lim, self.fm_cache, unsignaled, 1);
+        let index = crate::index::wq_counter16(pi);
+        let (ctrl0, ds, remote) = self.lim.sge_shape(op);
+        let wqe = fast::sge_wqebb(ctrl0, index, fm_ce_se, remote, rkey, raddr, sge);
+        self.ring.write(pi, &wqe.0);
+        self.record(pi, wr_id, index, 1, shadow_flags);
+        // ---- the queue's own state (not device-visible) -----------------
+        let pi = pi.wrapping_add(1);
+        self.pi = pi;
+        self.fm_cache = 0;
+        self.unsignaled = if shadow_flags & SHADOW_CQE != 0 {
+            0
+        } else {
+            unsignaled + 1
+        };
+        // ---- publish ------------------------------------------------------
+        self.db.ring::<P>(doorbell::Publish {
+            pi,
+            last_wqe: core::slice::from_ref(&wqe),
+            last_ds: ds,
+            nreq: 1,
+            inline: false,
+        });
+        Ok(())
+    }
+
+    /// [`SendQueue::post_sge`] through a batch, out of line.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn post_sge_cold(
+        &mut self,
+        op: batch::Op,
+        wr_id: u64,
+        rkey: u32,
+        raddr: u64,
+        lkey: u32,
+        addr: u64,
+        length: u32,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let sge = Sge { addr, length, lkey };
+        let mut b = self.start();
+        let (st, r) = batch::remote_sge_cold(
+            b.sq, b.st, op, wr_id, rkey, raddr, sge.lkey, sge.addr, sge.length, flags,
+        );
+        b.st = st;
+        r?;
+        b.complete();
+        Ok(())
+    }
+
+    /// `loom` models only: leaves out the to-device barrier before the
+    /// doorbell record (to show a model is not vacuous).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_break_to_device(&mut self) {
+        self.db.loom.skip_to_device = true;
+    }
+
+    /// `loom` models only: leaves out the barrier between the doorbell
+    /// record and the register write.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_break_wc_start(&mut self) {
+        self.db.loom.skip_wc_start = true;
+    }
+
+    /// `loom` models only: a `loom` atomic that receives the first 8 bytes
+    /// of every later register write (the doorbell as the device sees it).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_register_mirror(&mut self) -> std::sync::Arc<DeviceWord<u64>> {
+        let m = std::sync::Arc::new(DeviceWord::new(0));
+        self.db.loom.mirror = Some(std::sync::Arc::clone(&m));
+        m
+    }
+
+    /// The device's view of the ring, for a `loom` model.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_ring_reader(&self) -> crate::ring::WqebbReader {
+        self.ring.device_reader()
     }
 
     /// The QP type: a constant when `Q` fixes it.

@@ -9,9 +9,11 @@
 //! enhanced, enhanced), striding RQ (bit 3), polling API (bits 4–5: `poll`,
 //! `poll_wc`, `start_poll`/`next_poll`, a mix), arm (bit 6), mini decoder
 //! of the API run (bit 7: the scalar reference, else the best path); byte
-//! 1 = log2 of the CQE count (mod 9); byte 2 = mini format (raw PRM value,
-//! unknown ones included); bytes 3–6 = consumer index; the rest = ring
-//! bytes, zero-padded.
+//! 1 = log2 of the CQE count (bits 0–6, mod 9) and padding (bit 7: the
+//! initial pattern, opcode INVALID and validity 0xff in every slot, else
+//! zeros, which read as valid REQ CQEs); byte 2 = mini format (raw PRM
+//! value, unknown ones included); bytes 3–6 = consumer index; the rest =
+//! ring bytes from slot 0.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -209,10 +211,22 @@ fuzz_target!(|data: &[u8]| {
         striding_rq: head[0] & 8 != 0,
         ..CqConfig::default()
     };
-    let cqe_cnt = 1u32 << (head[1] % 9);
+    let cqe_cnt = 1u32 << ((head[1] & 0x7f) % 9);
     let ci = u32::from_le_bytes([head[3], head[4], head[5], head[6]]);
+    let stride = cqe_size.bytes();
+    let len = cqe_cnt as usize * stride;
     let mut ring = body.to_vec();
-    ring.resize(cqe_cnt as usize * cqe_size.bytes(), 0);
+    let from = ring.len().min(len);
+    ring.resize(len, 0);
+    if head[1] & 0x80 != 0 {
+        for (off, b) in ring.iter_mut().enumerate().skip(from) {
+            *b = match off % stride {
+                o if o == stride - 1 => 0xf1,
+                o if o == stride - 2 => 0xff,
+                _ => 0,
+            };
+        }
+    }
 
     // Every API, with the decoder bit 7 picks.
     let api_cfg = CqConfig {

@@ -2,9 +2,11 @@
 //!
 //! Input: byte 0 = CQE size (bit 0), layout (bit 1), striding RQ (bit 2),
 //! exact ring length (bit 3 clear) or the raw remainder (bit 3 set, to
-//! reach the length errors); byte 1 = log2 of the CQE count (mod 9; 255 =
-//! a count that is not a power of two); byte 2 = mini format; bytes 3–6 =
-//! consumer index; the rest = ring bytes (zero-padded to the ring size).
+//! reach the length errors); byte 1 = log2 of the CQE count (bits 0–6, mod
+//! 9; 0x7f = a count that is not a power of two) and padding (bit 7: the
+//! initial pattern, opcode INVALID and validity 0xff in every slot, else
+//! zeros, which read as valid REQ CQEs); byte 2 = mini format; bytes 3–6 =
+//! consumer index; the rest = ring bytes from slot 0.
 #![no_main]
 
 use clap::ValueEnum;
@@ -29,10 +31,10 @@ fuzz_target!(|data: &[u8]| {
         CqLayout::Enhanced
     };
     let formats = MiniFormat::value_variants();
-    let cqe_cnt = if head[1] == 255 {
+    let cqe_cnt = if head[1] & 0x7f == 0x7f {
         12
     } else {
-        1u32 << (head[1] % 9)
+        1u32 << ((head[1] & 0x7f) % 9)
     };
     let params = RingParams {
         cqe_size,
@@ -44,7 +46,19 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut ring = body.to_vec();
     if head[0] & 8 == 0 {
-        ring.resize(cqe_cnt as usize * cqe_size.bytes(), 0);
+        let stride = cqe_size.bytes();
+        let len = cqe_cnt as usize * stride;
+        let from = ring.len().min(len);
+        ring.resize(len, 0);
+        if head[1] & 0x80 != 0 {
+            for (off, b) in ring.iter_mut().enumerate().skip(from) {
+                *b = match off % stride {
+                    o if o == stride - 1 => 0xf1,
+                    o if o == stride - 2 => 0xff,
+                    _ => 0,
+                };
+            }
+        }
     }
     let Ok(d) = decode_ring(&ring, &params) else {
         return;

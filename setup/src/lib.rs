@@ -5,7 +5,11 @@
 //!   and the record format of `hw-traces/`.
 
 pub mod backend;
+pub mod cpu;
 pub mod decode;
 pub mod emu;
 pub mod encode;
 pub mod hexdump;
+pub mod info;
+pub mod perf;
+pub mod verbs;

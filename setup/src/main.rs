@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 use mlx5dp_setup::decode::cli as decode_cli;
 use mlx5dp_setup::encode::cli as encode_cli;
+use mlx5dp_setup::{info, perf};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -22,10 +23,24 @@ enum Command {
     Decode(decode_cli::DecodeArgs),
     /// Encode work requests into the exact WQEs and doorbells the core posts.
     Encode(encode_cli::EncodeArgs),
+    /// The devices found and the chosen one's capabilities.
+    Info(info::InfoArgs),
+    /// Measure latency, bandwidth and packet rates (perftest / testpmd style).
+    Perf(perf::PerfArgs),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            // Usage errors in one line, status 2: clap's first line only.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("bad arguments");
+            eprintln!("mlx5dp: {}", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let result = match &cli.command {
         Command::Decode(args) => decode_cli::run(args, &mut std::io::stdin().lock())
             .map_err(|e| (e.exit_code(), e.to_string())),
@@ -37,6 +52,8 @@ fn main() -> ExitCode {
                 .map(|()| String::new())
                 .map_err(|e| (e.exit_code(), e.to_string()))
         }
+        Command::Info(args) => info::run(args).map_err(|e| (e.exit_code(), e.to_string())),
+        Command::Perf(args) => perf::run(args).map_err(|e| (e.exit_code(), e.to_string())),
     };
     match result {
         Ok(text) => {

@@ -214,6 +214,11 @@ fn dpdk_oracle_rings_poll_to_what_dpdk_returned() {
                 strides_before += strides;
             } else {
                 assert!(j.get("stride_idx").is_none(), "{at}");
+                // Cyclic RQ: the WQE counter names the RQ slot DPDK took
+                // the buffer from (title + i for minis, PRM-FACTS §10.4/§10.5).
+                let rq_mask = (1u64 << num(&c["cfg.log_rq"])) - 1;
+                let wqe = j["wqe_counter"].as_u64().unwrap();
+                assert_eq!(Some(wqe & rq_mask), pkt("rq_idx"), "{at}: rq_idx");
             }
             assert_eq!(j["wc_status"], 0, "{at}");
         }

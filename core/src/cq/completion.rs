@@ -1,16 +1,19 @@
-//! The current completion: a decoded copy of one CQE (or of a compressed
-//! session's title with one mini-CQE applied), with lazy accessors modelled
-//! on `ibv_cq_ex`'s `read_*` functions, and the all-at-once [`Wc`] value.
+//! The current completion: a view of the one copy of a CQE (or of a
+//! compressed session's title and one lane of its decoded mini array),
+//! with lazy accessors modelled on `ibv_cq_ex`'s `read_*` functions, the
+//! all-at-once [`Wc`] value and the burst [`CompletionSummary`].
 //!
-//! Every accessor reads the private copy, never device memory. Values of
+//! Every accessor reads the private copies, never device memory. Values of
 //! accessors that are meaningless for the completion type are what libmlx5
 //! returns for them (the raw CQE field), as rdma-core 44 does.
 #![forbid(unsafe_code)]
 
+use super::zip::{self, MiniBatch};
 use crate::prm::{
-    Cqe64, CqeFormat, CqeOpcode, L3HdrType, L4HdrType, MprqByteCnt, SendOpcode, Syndrome, WcStatus,
-    FLOW_TAG_MASK,
+    Be32, Cqe64, CqeFormat, CqeOpcode, L3HdrType, L4HdrType, L4L3HdrType, MprqByteCnt, SendOpcode,
+    SopDropQpn, Syndrome, WcStatus, FLOW_TAG_MASK, MINI_CQE_ARRAY_SIZE,
 };
+use core::cell::OnceCell;
 
 /// `enum ibv_wc_opcode` (libibverbs `verbs.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,10 +148,25 @@ pub enum Origin {
     Mini,
 }
 
-/// The current completion (see the module documentation).
+/// The current completion (see the module documentation): a lazy view.
+///
+/// A regular completion reads the one copy of its CQE. A mini-CQE of a
+/// compressed session is never expanded into a 64-byte CQE on the poll
+/// path: the fields minis carry (`byte_cnt`, `rss_hash_result`,
+/// `sop_drop_qpn`, `check_sum`, `wqe_counter`, `l4_l3_hdr_type`) are read
+/// from lane `lane` of the session's decoded [`MiniBatch`], everything else
+/// from the session's title copy. [`Self::cqe`] builds the expanded CQE on
+/// first use only.
 #[derive(Clone, Debug)]
 pub struct Completion {
+    /// Regular: the copy of the CQE. Mini: the session's title (basic: the
+    /// compressed title CQE; enhanced: the last regular CQE), as written.
     pub(crate) cqe: Cqe64,
+    /// Mini: the decoded array the completion is lane `lane` of.
+    pub(crate) batch: MiniBatch,
+    pub(crate) lane: u8,
+    /// The first half of a 128-byte slot; written (never cleared) only for
+    /// a regular `InlineScatter64` CQE, and read only for one.
     pub(crate) inline: [u8; 64],
     pub(crate) wr_id: u64,
     pub(crate) status: WcStatus,
@@ -156,12 +174,16 @@ pub struct Completion {
     pub(crate) rx_csum_valid: bool,
     pub(crate) origin: Origin,
     pub(crate) striding: bool,
+    /// Mini: the expanded CQE, built by [`Self::cqe`] on demand.
+    expanded: OnceCell<Cqe64>,
 }
 
 impl Completion {
     pub(crate) fn empty() -> Self {
         Self {
             cqe: Cqe64::default(),
+            batch: MiniBatch::default(),
+            lane: 0,
             inline: [0; 64],
             wr_id: 0,
             status: WcStatus::Success,
@@ -169,13 +191,74 @@ impl Completion {
             rx_csum_valid: false,
             origin: Origin::Regular,
             striding: false,
+            expanded: OnceCell::new(),
         }
     }
 
+    /// Makes the view a regular completion (of `self.cqe`).
+    #[inline(always)]
+    pub(crate) fn set_regular(&mut self) {
+        self.origin = Origin::Regular;
+    }
+
+    /// Makes the view mini `lane` of `self.batch` (title in `self.cqe`).
+    #[inline(always)]
+    pub(crate) fn set_mini(&mut self, lane: usize) {
+        self.origin = Origin::Mini;
+        self.lane = (lane % MINI_CQE_ARRAY_SIZE) as u8;
+        self.expanded = OnceCell::new();
+    }
+
+    /// The lane of a mini completion.
+    #[inline(always)]
+    fn lane(&self) -> Option<usize> {
+        match self.origin {
+            Origin::Mini => Some(usize::from(self.lane) % MINI_CQE_ARRAY_SIZE),
+            Origin::Regular => None,
+        }
+    }
+
+    /// `byte_cnt`, host order (for a mini: the mini's).
+    #[inline(always)]
+    pub(crate) fn byte_cnt(&self) -> u32 {
+        match self.lane() {
+            Some(l) => self.batch.byte_cnt[l],
+            None => self.cqe.byte_cnt.get(),
+        }
+    }
+
+    /// `sop_drop_qpn` as a word, host order (for a mini: as reconstructed).
+    #[inline(always)]
+    pub(crate) fn sop_drop_qpn_word(&self) -> u32 {
+        match self.lane() {
+            Some(l) => self.batch.sop_drop_qpn[l],
+            None => self.cqe.sop_drop_qpn.into_bits().get(),
+        }
+    }
+
+    /// `l4_l3_hdr_type` (for a mini: as reconstructed).
+    #[inline(always)]
+    fn hdr_type(&self) -> L4L3HdrType {
+        match self.lane() {
+            Some(l) => L4L3HdrType::from_bits(self.batch.l4_l3_hdr_type[l]),
+            None => self.cqe.l4_l3_hdr_type,
+        }
+    }
+
+    /// The send opcode of a requester completion (`sop_drop_qpn[31:24]`).
+    fn send_opcode(&self) -> SendOpcode {
+        SendOpcode::from_raw((self.sop_drop_qpn_word() >> 24) as u8)
+    }
+
     /// The decoded copy of the CQE (for a mini-CQE: the title with the
-    /// mini's fields applied and the format cleared).
+    /// mini's fields applied and the format cleared, built on first call).
     pub fn cqe(&self) -> &Cqe64 {
-        &self.cqe
+        match self.lane() {
+            None => &self.cqe,
+            Some(l) => self
+                .expanded
+                .get_or_init(|| self.batch.cqe(&zip::template(&self.cqe), l)),
+        }
     }
 
     /// Whether this completion was unpacked from a compressed session.
@@ -220,7 +303,7 @@ impl Completion {
         match self.cqe.opcode() {
             CqeOpcode::RespWrImm => WcOpcode::RecvRdmaWithImm,
             CqeOpcode::RespSend | CqeOpcode::RespSendImm | CqeOpcode::RespSendInv => WcOpcode::Recv,
-            CqeOpcode::Req => WcOpcode::from_send_opcode(self.cqe.send_opcode())
+            CqeOpcode::Req => WcOpcode::from_send_opcode(self.send_opcode())
                 .or(self.wr_opcode)
                 .unwrap_or(WcOpcode::Send),
             _ => WcOpcode::Send,
@@ -254,7 +337,7 @@ impl Completion {
     /// `read_byte_len`: the CQE byte count as is (for a striding RQ use
     /// [`Self::mprq_byte_cnt`]).
     pub fn byte_len(&self) -> u32 {
-        self.cqe.byte_cnt.get()
+        self.byte_cnt()
     }
 
     /// `read_imm_data` as libmlx5 returns it, decoded from big endian: the
@@ -291,7 +374,7 @@ impl Completion {
 
     /// `read_qp_num`: `sop_drop_qpn[23:0]`.
     pub fn qp_num(&self) -> u32 {
-        self.cqe.sop_drop_qpn.qpn()
+        SopDropQpn::from_bits(Be32::new(self.sop_drop_qpn_word())).qpn()
     }
 
     /// `read_src_qp`: `flags_rqpn[23:0]`.
@@ -331,20 +414,22 @@ impl Completion {
 
     /// The stripped VLAN TCI, if a C-VLAN tag was stripped.
     pub fn vlan(&self) -> Option<u16> {
-        self.cqe
-            .l4_l3_hdr_type
+        self.hdr_type()
             .cvlan_stripped()
             .then(|| self.cqe.vlan_info.get())
     }
 
     /// `read_flow_tag`: `sop_drop_qpn & MLX5_FLOW_TAG_MASK`.
     pub fn flow_tag(&self) -> u32 {
-        self.cqe.sop_drop_qpn.into_bits().get() & FLOW_TAG_MASK
+        self.sop_drop_qpn_word() & FLOW_TAG_MASK
     }
 
     /// The RSS (Toeplitz) hash result.
     pub fn rss_hash(&self) -> u32 {
-        self.cqe.rss_hash_result.get()
+        match self.lane() {
+            Some(l) => self.batch.rss_hash_result[l],
+            None => self.cqe.rss_hash_result.get(),
+        }
     }
 
     /// The RSS hash type byte.
@@ -354,22 +439,25 @@ impl Completion {
 
     /// The L4 checksum field (Ethernet).
     pub fn checksum(&self) -> u16 {
-        self.cqe.check_sum.get()
+        match self.lane() {
+            Some(l) => self.batch.check_sum[l],
+            None => self.cqe.check_sum.get(),
+        }
     }
 
     /// L3 header type.
     pub fn l3_hdr_type(&self) -> L3HdrType {
-        self.cqe.l3_hdr_type()
+        L3HdrType::from_raw(self.hdr_type().l3_hdr_type())
     }
 
     /// L4 header type.
     pub fn l4_hdr_type(&self) -> L4HdrType {
-        self.cqe.l4_hdr_type()
+        L4HdrType::from_raw(self.hdr_type().l4_hdr_type())
     }
 
     /// IP fragment bit.
     pub fn ip_frag(&self) -> bool {
-        self.cqe.l4_l3_hdr_type.ip_frag()
+        self.hdr_type().ip_frag()
     }
 
     /// L2 header OK.
@@ -389,17 +477,20 @@ impl Completion {
 
     /// The CQE `wqe_counter` (for a mini-CQE: as reconstructed).
     pub fn wqe_counter(&self) -> u16 {
-        self.cqe.wqe_counter.get()
+        match self.lane() {
+            Some(l) => self.batch.wqe_counter[l],
+            None => self.cqe.wqe_counter.get(),
+        }
     }
 
     /// Striding RQ: the byte count word decoded.
     pub fn mprq_byte_cnt(&self) -> MprqByteCnt {
-        MprqByteCnt::from_bits(self.cqe.byte_cnt.get())
+        MprqByteCnt::from_bits(self.byte_cnt())
     }
 
     /// Striding RQ: index of the first stride of the packet.
     pub fn stride_index(&self) -> Option<u16> {
-        self.striding.then(|| self.cqe.wqe_counter.get())
+        self.striding.then(|| self.wqe_counter())
     }
 
     /// Striding RQ: strides consumed by the packet.
@@ -418,8 +509,11 @@ impl Completion {
 
     /// Data scattered into the CQE (`MLX5_INLINE_SCATTER_32/64`): the first
     /// `min(byte_len, 32)` bytes of a 64-byte CQE or `min(byte_len, 64)`
-    /// bytes of the first half of a 128-byte slot.
+    /// bytes of the first half of a 128-byte slot. Never for a mini.
     pub fn inline_data(&self) -> Option<&[u8]> {
+        if self.origin == Origin::Mini {
+            return None;
+        }
         let len = self.byte_len() as usize;
         match self.cqe.format() {
             CqeFormat::InlineScatter32 => {
@@ -428,6 +522,19 @@ impl Completion {
             }
             CqeFormat::InlineScatter64 => self.inline.get(..len.min(64)),
             _ => None,
+        }
+    }
+
+    /// The fields most receive and send loops need, as one small value
+    /// (what [`super::Cq::poll_burst`] hands out).
+    #[inline(always)]
+    pub fn summary(&self) -> CompletionSummary {
+        CompletionSummary {
+            wr_id: self.wr_id,
+            byte_len: self.byte_cnt(),
+            status: self.status,
+            opcode: self.cqe.op_own.opcode(),
+            origin: self.origin,
         }
     }
 
@@ -443,7 +550,7 @@ impl Completion {
         };
         match self.cqe.opcode() {
             CqeOpcode::Req => {
-                let sop = self.cqe.send_opcode();
+                let sop = self.send_opcode();
                 if matches!(sop, SendOpcode::RdmaWriteImm | SendOpcode::SendImm) {
                     wc.wc_flags = WcFlags(WcFlags::WITH_IMM);
                 }
@@ -474,6 +581,36 @@ impl Completion {
             _ => {}
         }
         wc
+    }
+}
+
+/// One completion as a small `Copy` value: what a burst loop needs
+/// ([`super::Cq::poll_burst`]; DPDK's `rx_burst` hands out as much). Every
+/// other field is on [`Completion`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletionSummary {
+    /// The work request id.
+    pub wr_id: u64,
+    /// `byte_cnt` as the CQE (or mini) reports it (striding RQ: the
+    /// [`MprqByteCnt`] word).
+    pub byte_len: u32,
+    /// The completion status.
+    pub status: WcStatus,
+    /// The raw CQE opcode (`op_own[7:4]`; [`CqeOpcode::from_raw`]).
+    pub opcode: u8,
+    /// Regular CQE or mini-CQE.
+    pub origin: Origin,
+}
+
+impl Default for CompletionSummary {
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            byte_len: 0,
+            status: WcStatus::Success,
+            opcode: 0,
+            origin: Origin::Regular,
+        }
     }
 }
 

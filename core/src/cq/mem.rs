@@ -9,6 +9,21 @@
 use crate::prm::{CqArmWord, Cqe64, CQ_CI_MASK};
 use core::ptr::NonNull;
 
+/// Alignment the ring base must have: the width of the widest load
+/// [`CqRing::copy_cqe`] issues. (mlx5dv CQ buffers are page-aligned.)
+pub(crate) const RING_ALIGN: usize = 16;
+
+/// One load of [`CqRing::copy_cqe`]: a 16-byte vector (`movdqa`).
+#[cfg(target_arch = "x86_64")]
+type Chunk = core::arch::x86_64::__m128i;
+/// One load of [`CqRing::copy_cqe`]: a 16-byte vector (`ldr q`).
+#[cfg(target_arch = "aarch64")]
+type Chunk = core::arch::aarch64::uint8x16_t;
+/// One load of [`CqRing::copy_cqe`]: 8 bytes elsewhere.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+type Chunk = u64;
+const CHUNKS: usize = Cqe64::SIZE / core::mem::size_of::<Chunk>();
+
 /// Offset of the 64-byte CQE proper inside a slot, and offsets of the bytes
 /// polled before the barrier.
 const OP_OWN: usize = 63;
@@ -22,18 +37,22 @@ pub(crate) struct CqRing {
     /// log2 of the slot size (6 or 7).
     stride_log2: u8,
     mask: u32,
+    /// Offset of the [`Cqe64`] in a slot: 0, or 64 in a 128-byte slot.
+    cqe_off: usize,
 }
 
 impl CqRing {
     /// # Safety
     /// `base` must be valid for volatile reads and writes of
     /// `entries << stride_log2` bytes for the lifetime of the ring, shared
-    /// only with the device, and `entries` must be a power of two.
+    /// only with the device, aligned to [`RING_ALIGN`], and `entries` must
+    /// be a power of two.
     pub(crate) unsafe fn new(base: NonNull<u8>, entries: u32, stride_log2: u8) -> Self {
         Self {
             base,
             stride_log2,
             mask: entries - 1,
+            cqe_off: (1usize << stride_log2) - Cqe64::SIZE,
         }
     }
 
@@ -48,56 +67,115 @@ impl CqRing {
 
     #[inline(always)]
     fn cqe64_ptr(&self, slot: usize) -> *mut u8 {
+        // (`slot_ptr` masks `slot`.)
         // The CQE proper is the second half of a 128-byte slot.
-        self.slot_ptr(slot)
-            .wrapping_add((1usize << self.stride_log2) - Cqe64::SIZE)
+        self.slot_ptr(slot).wrapping_add(self.cqe_off)
     }
 
-    /// Reads the `op_own` byte of a slot once (volatile).
+    /// The CQE at consumer index `index` (taken modulo the ring size):
+    /// the address is computed once and reused for the ownership byte, the
+    /// copy and the inline half.
     #[inline(always)]
-    pub(crate) fn read_op_own(&self, slot: usize) -> u8 {
-        // SAFETY: in bounds of the ring (slot_ptr masks the slot), valid for
-        // reads by the constructor contract; u8 has no alignment need.
-        unsafe { self.cqe64_ptr(slot).add(OP_OWN).read_volatile() }
-    }
-
-    /// Reads the validity iteration count byte of a slot once (volatile).
-    #[inline(always)]
-    pub(crate) fn read_validity(&self, slot: usize) -> u8 {
-        // SAFETY: as in `read_op_own`.
-        unsafe { self.cqe64_ptr(slot).add(VALIDITY).read_volatile() }
-    }
-
-    /// Copies the 64-byte CQE of a slot out of device-written memory, once.
-    /// The caller has checked ownership and issued the from-device barrier.
-    #[inline(always)]
-    pub(crate) fn copy_cqe(&self, slot: usize) -> Cqe64 {
-        // SAFETY: 64 in-bounds bytes (constructor contract); `Cqe64` has
-        // alignment 1 and every bit pattern is valid (zerocopy FromBytes).
-        unsafe { self.cqe64_ptr(slot).cast::<Cqe64>().read_volatile() }
-    }
-
-    /// Copies the first 64 bytes of a 128-byte slot (inline-scattered data).
-    /// Returns zeros for 64-byte slots.
-    #[inline(always)]
-    pub(crate) fn copy_first_half(&self, slot: usize) -> [u8; 64] {
-        if self.stride_log2 == 6 {
-            return [0; 64];
+    pub(crate) fn entry(&self, index: u32) -> Entry {
+        Entry {
+            cqe: self.cqe64_ptr(index as usize),
         }
-        // SAFETY: the slot is 128 bytes, its first 64 are in bounds;
-        // `[u8; 64]` has alignment 1.
-        unsafe { self.slot_ptr(slot).cast::<[u8; 64]>().read_volatile() }
     }
 
-    /// Overwrites the `op_own` byte of a consumed slot (compressed-session
-    /// invalidation, DPDK `MLX5_CQE_INVALIDATE`).
+    /// Reads the `op_own` byte of an entry once (volatile).
     #[inline(always)]
-    pub(crate) fn write_op_own(&self, slot: usize, value: u8) {
-        // SAFETY: in bounds, valid for writes (constructor contract). The
-        // device does not write the slot: it lies before the consumer index
-        // the doorbell record will publish.
-        unsafe { self.cqe64_ptr(slot).add(OP_OWN).write_volatile(value) }
+    pub(crate) fn read_op_own(&self, e: Entry) -> u8 {
+        // SAFETY: in bounds of the ring (`entry` masks the index), valid for
+        // reads by the constructor contract; u8 has no alignment need.
+        unsafe { e.cqe.add(OP_OWN).read_volatile() }
     }
+
+    /// Reads the validity iteration count byte of an entry once (volatile).
+    #[inline(always)]
+    pub(crate) fn read_validity(&self, e: Entry) -> u8 {
+        // SAFETY: as in `read_op_own`.
+        unsafe { e.cqe.add(VALIDITY).read_volatile() }
+    }
+
+    /// Copies the 64-byte CQE of an entry out of device-written memory,
+    /// once, into `dst`. The caller has checked ownership and issued the
+    /// from-device barrier.
+    ///
+    /// Four aligned 16-byte volatile loads (x86-64 `movdqa`, aarch64
+    /// `ldr q`; elsewhere eight 8-byte loads) and as many stores: a CQE is
+    /// 64-byte aligned in a ring whose base is at least
+    /// [`RING_ALIGN`]-aligned (checked by [`super::Cq::from_raw_parts`]).
+    /// Only the ownership byte, read before the barrier, decides; the copy
+    /// is decoded, never re-checked (STYLE point 8). A plain
+    /// `read_volatile` of the align-1 [`Cqe64`] would be 64 byte loads.
+    #[inline(always)]
+    pub(crate) fn copy_cqe_to(&self, e: Entry, dst: &mut Cqe64) {
+        let src = e.cqe.cast::<Chunk>();
+        let out = (dst as *mut Cqe64).cast::<Chunk>();
+        for i in 0..CHUNKS {
+            // SAFETY: the 64 source bytes are in bounds (constructor
+            // contract) and `src + i` is `Chunk`-aligned: the slot offset is
+            // a multiple of 64 and the base of `RING_ALIGN` (constructor
+            // contract, checked by the CQ). `Chunk` is plain integers: any
+            // bits are valid. The destination is the 64 bytes of `dst`
+            // (`Cqe64` is align 1: unaligned store), and any bits are a
+            // valid `Cqe64` (zerocopy `FromBytes`).
+            unsafe { out.add(i).write_unaligned(src.add(i).read_volatile()) }
+        }
+    }
+
+    /// [`Self::copy_cqe_to`], returning the copy.
+    #[inline(always)]
+    pub(crate) fn copy_cqe(&self, e: Entry) -> Cqe64 {
+        let mut cqe = Cqe64::default();
+        self.copy_cqe_to(e, &mut cqe);
+        cqe
+    }
+
+    /// Copies the first 64 bytes of a 128-byte slot (inline-scattered data)
+    /// into `dst`. Leaves `dst` alone for 64-byte slots.
+    #[inline(always)]
+    pub(crate) fn copy_first_half(&self, e: Entry, dst: &mut [u8; 64]) {
+        if self.cqe_off == 0 {
+            return;
+        }
+        let src = e.cqe.wrapping_sub(self.cqe_off).cast::<Chunk>();
+        let out = dst.as_mut_ptr().cast::<Chunk>();
+        for i in 0..CHUNKS {
+            // SAFETY: the slot is 128 bytes, its first 64 (64 bytes before
+            // the CQE) are in bounds and `Chunk`-aligned as in
+            // `copy_cqe_to`; `dst` is 64 bytes (unaligned stores).
+            unsafe { out.add(i).write_unaligned(src.add(i).read_volatile()) }
+        }
+    }
+
+    /// Overwrites the `op_own` byte of the consumed slots `index + first`
+    /// to `index + last` (modulo the ring size) with `value`: the
+    /// invalidation of a basic compressed session's arrays and holes. The
+    /// ring geometry is read once for the whole range.
+    #[inline(always)]
+    pub(crate) fn write_op_own_range(&self, index: u32, first: u32, last: u32, value: u8) {
+        let (base, mask, log2) = (self.base.as_ptr(), self.mask, self.stride_log2);
+        let op_own = self.cqe_off + OP_OWN;
+        for off in first..=last {
+            let slot = (index.wrapping_add(off) & mask) as usize;
+            // SAFETY: `slot <= mask`, so the byte is in bounds and valid for
+            // writes (constructor contract). The device does not write the
+            // slot: it lies before the consumer index the doorbell record
+            // will publish.
+            unsafe {
+                base.wrapping_add((slot << log2) + op_own)
+                    .write_volatile(value)
+            }
+        }
+    }
+}
+
+/// The address of one CQE of a [`CqRing`] (from [`CqRing::entry`]): in
+/// bounds by construction, only usable with the ring's accessors.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    cqe: *mut u8,
 }
 
 /// The CQ doorbell record: two big-endian 32-bit words the device reads

@@ -25,22 +25,24 @@ mod mem;
 pub mod zip;
 #[cfg(target_arch = "aarch64")]
 pub mod zip_neon;
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub mod zip_x86;
 
-pub use completion::{Completion, Origin, TimestampFormat, Wc, WcFlags, WcOpcode};
+pub use completion::{
+    Completion, CompletionSummary, Origin, TimestampFormat, Wc, WcFlags, WcOpcode,
+};
 pub use zip::{Layout, MiniView, UnzipPath};
 
 use crate::barrier;
 use crate::index::RingSize;
 use crate::mmio::Register;
 use crate::prm::{
-    cq_arm_doorbell, CqArmWord, Cqe64, CqeFormat, CqeOpcode, MiniCqeArray, MiniCqeFormat,
-    MprqByteCnt, OpOwn, Syndrome, WcStatus, CQE_INVALIDATE, CQ_DB_REQ_NOT, CQ_DB_REQ_NOT_SOL,
-    ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE, UAR_CQ_DOORBELL_OFFSET,
+    cq_arm_doorbell, CqArmWord, Cqe64, CqeOpcode, MiniCqeArray, MiniCqeFormat, MprqByteCnt,
+    Syndrome, WcStatus, CQE_INVALIDATE, CQ_DB_REQ_NOT, CQ_DB_REQ_NOT_SOL, ENHANCED_MAX_MINIS,
+    MINI_CQE_ARRAY_SIZE, UAR_CQ_DOORBELL_OFFSET,
 };
 use core::ptr::NonNull;
-use mem::{CqRing, DbRec};
+use mem::{CqRing, DbRec, Entry};
 use zip::{MiniBatch, Session, Unzip};
 
 /// CQE size (`cqe_sz`).
@@ -126,6 +128,9 @@ pub enum CqInitError {
     CqeCountTooLarge(u32),
     /// The doorbell record is not 4-byte aligned.
     MisalignedDbrec,
+    /// The CQE buffer is not 16-byte aligned (CQEs are copied with aligned
+    /// 16-byte loads; mlx5dv buffers are page-aligned).
+    MisalignedBuf,
     /// The UAR page is not 8-byte aligned.
     MisalignedUar,
     /// The CQN does not fit in 24 bits.
@@ -370,10 +375,18 @@ pub struct Cq {
     ci: u32,
     arm_sn: u32,
     session: Option<Session>,
-    /// Enhanced layout: the last regular CQE, title of following minis.
-    title: Option<Cqe64>,
+    /// Enhanced layout: where the title of following minis (the last
+    /// regular, non-error CQE) is kept.
+    title: Title,
+    /// Enhanced layout: the title, while an error CQE occupies `cur`.
+    saved_title: Cqe64,
+    /// Enhanced layout: `cur.batch` holds the current title's fields in
+    /// the lanes minis do not overwrite ([`MiniBatch::new`] of it).
+    batch_has_title: bool,
     /// Running `wqe_counter` for minis without their own index.
     running: u16,
+    /// The current completion: the one copy of the last CQE read (or the
+    /// session's title) and the decoded mini array.
     cur: Completion,
     log: ErrorLog,
     broken: bool,
@@ -384,7 +397,8 @@ impl Cq {
     /// `ci` (0 for a new CQ).
     ///
     /// # Safety
-    /// - `parts.buf` must point to `cqe_cnt * cqe_size` bytes, valid for
+    /// - `parts.buf` must point to `cqe_cnt * cqe_size` bytes (16-byte
+    ///   aligned, else [`CqInitError::MisalignedBuf`]), valid for
     ///   volatile reads and writes for the life of the `Cq`, written only by
     ///   the device (and this `Cq`).
     /// - `parts.dbrec` must be valid for volatile writes of 8 bytes for the
@@ -403,6 +417,9 @@ impl Cq {
         }
         if parts.dbrec.as_ptr() as usize % 4 != 0 {
             return Err(CqInitError::MisalignedDbrec);
+        }
+        if parts.buf.as_ptr() as usize % mem::RING_ALIGN != 0 {
+            return Err(CqInitError::MisalignedBuf);
         }
         if parts.cqn > 0x00ff_ffff {
             return Err(CqInitError::CqnTooLarge(parts.cqn));
@@ -436,7 +453,9 @@ impl Cq {
             ci,
             arm_sn: 0,
             session: None,
-            title: None,
+            title: Title::None,
+            saved_title: Cqe64::default(),
+            batch_has_title: false,
             running: 0,
             cur: Completion::empty(),
             log: ErrorLog::default(),
@@ -524,17 +543,57 @@ impl Cq {
 
     /// Polls up to `max` completions, handing each to `f`, then writes the
     /// doorbell record once if anything was consumed. Returns the count.
+    ///
+    /// The loop is specialised for the CQ's compression layout (STYLE
+    /// point 10): the layout is tested once per call, not per CQE.
+    #[inline]
     pub fn poll<W: WorkQueues, F: FnMut(&Completion)>(
+        &mut self,
+        wqs: &mut W,
+        max: usize,
+        f: F,
+    ) -> Result<usize, PollError> {
+        match self.cfg.compression {
+            None => self.poll_in::<NO_ZIP, W, F>(wqs, max, f),
+            Some((Layout::Basic, _)) => self.poll_in::<BASIC, W, F>(wqs, max, f),
+            Some((Layout::Enhanced, _)) => self.poll_in::<ENHANCED, W, F>(wqs, max, f),
+        }
+    }
+
+    /// DPDK-style burst: fills `out` with up to `out.len()` completions as
+    /// small `Copy` values ([`Completion::summary`]) and writes the doorbell
+    /// record once if anything was consumed. Returns the count.
+    #[inline]
+    pub fn poll_burst<W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        let max = out.len();
+        let mut slots = out.iter_mut();
+        self.poll(wqs, max, |c| {
+            if let Some(slot) = slots.next() {
+                *slot = c.summary();
+            }
+        })
+    }
+
+    /// [`Self::poll`] for layout `M`.
+    #[inline(always)]
+    fn poll_in<const M: u8, W: WorkQueues, F: FnMut(&Completion)>(
         &mut self,
         wqs: &mut W,
         max: usize,
         mut f: F,
     ) -> Result<usize, PollError> {
+        if self.broken {
+            return Err(PollError::Broken);
+        }
         let start = self.ci;
         let mut n = 0;
         let mut result = Ok(());
         while n < max {
-            match self.advance(wqs) {
+            match self.advance_in::<M, W>(wqs) {
                 Ok(true) => {
                     f(&self.cur);
                     n += 1;
@@ -606,128 +665,194 @@ impl Cq {
     }
 
     /// Positions `self.cur` on the next completion; `false` if none.
+    /// Dispatches on the layout once per call.
+    #[inline]
     fn advance<W: WorkQueues>(&mut self, wqs: &mut W) -> Result<bool, PollError> {
         if self.broken {
             return Err(PollError::Broken);
         }
+        match self.cfg.compression {
+            None => self.advance_in::<NO_ZIP, W>(wqs),
+            Some((Layout::Basic, _)) => self.advance_in::<BASIC, W>(wqs),
+            Some((Layout::Enhanced, _)) => self.advance_in::<ENHANCED, W>(wqs),
+        }
+    }
+
+    /// [`Self::advance`] for layout `M` (the CQ is not broken).
+    #[inline(always)]
+    fn advance_in<const M: u8, W: WorkQueues>(&mut self, wqs: &mut W) -> Result<bool, PollError> {
         loop {
-            if self.session.is_some() {
-                let cqe = self.next_mini()?;
-                if self.resolve(wqs, cqe, Origin::Mini)? {
+            if M != NO_ZIP && self.session.is_some() {
+                self.next_mini::<M>()?;
+                if self.resolve::<W, true>(wqs)? {
                     return Ok(true);
                 }
                 continue;
             }
-            let Some(cqe) = self.read_owned() else {
+            let ci = self.ci;
+            let entry = self.ring.entry(ci);
+            // Step 1: the ownership byte, once (PRM-FACTS §9.2).
+            if !self.owned::<M>(entry, ci) {
                 return Ok(false);
-            };
-            if cqe.format() == CqeFormat::Compressed {
-                self.open_session(&cqe)?;
-                continue;
             }
-            let slot = self.size.slot(self.ci);
-            self.ci = self.ci.wrapping_add(1);
-            if matches!(self.cfg.compression, Some((Layout::Enhanced, _))) && !cqe.is_error() {
-                self.running = zip::running_after(&cqe, self.cfg.striding_rq);
-                self.title = Some(cqe);
-            }
-            self.cur.inline = if cqe.format() == CqeFormat::InlineScatter64 {
-                self.ring.copy_first_half(slot)
+            // Step 2: everything else of the entry is read after it.
+            barrier::from_device();
+            // Step 3: one copy. Enhanced: onto the stack (a compressed CQE
+            // must not displace the title in `cur`); else straight into
+            // `cur` (a basic compressed CQE is the title).
+            if M == ENHANCED {
+                let cqe = self.ring.copy_cqe(entry);
+                if self.decode_enhanced(&cqe)? {
+                    continue;
+                }
+                // A slot software invalidated can carry a matching
+                // iteration count only through corruption; never report it.
+                if cqe.op_own.into_bits() >> 4 == CqeOpcode::Invalid.raw() {
+                    return Ok(false);
+                }
+                self.track_title(&cqe);
+                self.cur.cqe = cqe;
             } else {
-                [0; 64]
-            };
-            if self.resolve(wqs, cqe, Origin::Regular)? {
+                self.ring.copy_cqe_to(entry, &mut self.cur.cqe);
+                // (The owner test already excluded INVALID.)
+                if self.cur.cqe.op_own.into_bits() & FORMAT_MASK == FORMAT_COMPRESSED {
+                    self.open_basic::<M>()?;
+                    continue;
+                }
+            }
+            // Step 4: decode the copy.
+            self.ci = ci.wrapping_add(1);
+            self.cur.set_regular();
+            if self.cur.cqe.op_own.into_bits() & FORMAT_MASK == FORMAT_INLINE64 {
+                self.copy_inline(entry);
+            }
+            if self.resolve::<W, false>(wqs)? {
                 return Ok(true);
             }
         }
     }
 
-    /// Step 1–3 of a poll: ownership byte once, barrier, one copy.
-    fn read_owned(&self) -> Option<Cqe64> {
-        let slot = self.size.slot(self.ci);
-        let owned = match self.cfg.compression {
-            Some((Layout::Enhanced, _)) => {
-                // Enhanced layout: the validity iteration count is the
-                // ownership byte (PRM-FACTS §9.2).
-                self.ring.read_validity(slot) == self.size.iteration(self.ci)
-            }
-            _ => {
-                // Basic: opcode not INVALID and owner bit = pass parity.
-                let op_own = OpOwn::from_bits(self.ring.read_op_own(slot));
-                op_own.opcode() != CqeOpcode::Invalid.raw()
-                    && op_own.owner() == self.size.owner_parity(self.ci)
-            }
-        };
-        if !owned {
-            return None;
+    /// Whether `entry` (at consumer index `ci`) is software-owned, from
+    /// its ownership byte read once.
+    #[inline(always)]
+    fn owned<const M: u8>(&self, entry: Entry, ci: u32) -> bool {
+        if M == ENHANCED {
+            // Enhanced layout: the validity iteration count is the
+            // ownership byte (PRM-FACTS §9.2).
+            self.ring.read_validity(entry) == self.size.iteration(ci)
+        } else {
+            // Basic: opcode not INVALID and owner bit = pass parity.
+            let op_own = self.ring.read_op_own(entry);
+            op_own >> 4 != CqeOpcode::Invalid.raw()
+                && (op_own & 1) == self.size.owner_parity(ci) as u8
         }
-        // Everything else of the entry is read after the ownership byte.
-        barrier::from_device();
-        let cqe = self.ring.copy_cqe(slot);
-        // A slot software invalidated can carry a matching iteration count
-        // only through corruption; never report it.
-        (cqe.format() == CqeFormat::Compressed || cqe.opcode() != CqeOpcode::Invalid).then_some(cqe)
     }
 
-    /// Opens a compressed session at `self.ci` (the title or compressed CQE).
-    fn open_session(&mut self, cqe: &Cqe64) -> Result<(), PollError> {
-        let ci = self.ci;
-        match self.cfg.compression {
-            None => {
-                self.broken = true;
-                Err(PollError::UnexpectedCompressed { ci })
+    /// Enhanced layout, before a regular CQE replaces `cur.cqe`: a
+    /// non-error CQE becomes the title (PRM-FACTS §10.5) and restarts the
+    /// running counter after it; an error CQE does not, so the title it
+    /// displaces is saved.
+    #[inline(always)]
+    fn track_title(&mut self, cqe: &Cqe64) {
+        let opcode = cqe.op_own.into_bits() >> 4;
+        if opcode == CqeOpcode::ReqErr.raw() || opcode == CqeOpcode::RespErr.raw() {
+            if self.title == Title::InCur {
+                self.saved_title = self.cur.cqe;
+                self.title = Title::Saved;
             }
-            Some((Layout::Basic, format)) => {
-                let count = cqe.byte_cnt.get();
-                if count < 2 || count > self.size.entries() {
-                    self.broken = true;
-                    return Err(PollError::BadSessionLength { ci, count });
-                }
-                self.title = Some(*cqe);
-                self.running = cqe.wqe_counter.get();
-                self.cur.inline = [0; 64];
-                // The arrays are decoded as they are reached (`next_mini`).
-                self.session = Some(Session {
-                    base: ci,
-                    count,
-                    next: 0,
-                    unzip: Unzip::new(cqe, self.mini_view(format)),
-                    template: zip::template(cqe),
-                    batch: MiniBatch::new(cqe),
-                });
-                Ok(())
-            }
-            Some((Layout::Enhanced, format)) => {
-                let count = zip::enhanced_count(cqe.op_own);
-                let title = match self.title.as_ref() {
-                    Some(title) if count as usize <= ENHANCED_MAX_MINIS => title,
-                    _ => {
-                        self.broken = true;
-                        return Err(PollError::BadEnhancedBlock { ci, count });
-                    }
-                };
-                self.cur.inline = [0; 64];
-                // The minis fill the CQE from byte 0: decode all of them
-                // now (lane 7, bytes 56–63, is never reported).
-                let array: MiniCqeArray = zerocopy::transmute!(*cqe);
-                let unzip = Unzip::new(title, self.mini_view(format));
-                let template = zip::template(title);
-                let mut batch = MiniBatch::new(title);
-                self.cfg
-                    .unzip
-                    .decode(unzip, &array.minis, self.running, &mut batch);
-                self.running = batch.end_counter(unzip, count as usize, self.running);
-                self.session = Some(Session {
-                    base: ci,
-                    count,
-                    next: 0,
-                    unzip,
-                    template,
-                    batch,
-                });
-                Ok(())
-            }
+        } else {
+            self.running = zip::running_after(cqe, self.cfg.striding_rq);
+            self.title = Title::InCur;
+            self.batch_has_title = false;
         }
+    }
+
+    /// The inline-scattered first half of a 128-byte slot (rare: only for
+    /// `InlineScatter64` CQEs).
+    #[cold]
+    #[inline(never)]
+    fn copy_inline(&mut self, entry: Entry) {
+        self.ring.copy_first_half(entry, &mut self.cur.inline);
+    }
+
+    /// Basic layout (or none): opens the session whose title was just
+    /// copied into `cur.cqe` at `self.ci`.
+    #[inline(always)]
+    fn open_basic<const M: u8>(&mut self) -> Result<(), PollError> {
+        let ci = self.ci;
+        let format = match self.cfg.compression {
+            Some((Layout::Basic, format)) if M == BASIC => format,
+            _ => {
+                self.broken = true;
+                return Err(PollError::UnexpectedCompressed { ci });
+            }
+        };
+        let title = &self.cur.cqe;
+        let count = title.byte_cnt.get();
+        if count < 2 || count > self.size.entries() {
+            self.broken = true;
+            return Err(PollError::BadSessionLength { ci, count });
+        }
+        // The title stays the view's CQE for the whole session.
+        self.running = title.wqe_counter.get();
+        let unzip = Unzip::new(title, self.mini_view(format));
+        self.cur.batch = MiniBatch::new(&self.cur.cqe);
+        // The arrays are decoded as they are reached (`next_mini`).
+        self.session = Some(Session {
+            base: ci,
+            count,
+            next: 0,
+            unzip,
+        });
+        Ok(())
+    }
+
+    /// Enhanced layout: if `cqe` is a compressed CQE, decodes its minis
+    /// against the title and opens its session (`Ok(true)`).
+    #[inline(always)]
+    fn decode_enhanced(&mut self, cqe: &Cqe64) -> Result<bool, PollError> {
+        if cqe.op_own.into_bits() & FORMAT_MASK != FORMAT_COMPRESSED {
+            return Ok(false);
+        }
+        let ci = self.ci;
+        let count = zip::enhanced_count(cqe.op_own);
+        let format = match self.cfg.compression {
+            Some((Layout::Enhanced, format))
+                if self.title != Title::None && count as usize <= ENHANCED_MAX_MINIS =>
+            {
+                format
+            }
+            _ => {
+                self.broken = true;
+                return Err(PollError::BadEnhancedBlock { ci, count });
+            }
+        };
+        if self.title == Title::Saved {
+            self.cur.cqe = self.saved_title;
+            self.title = Title::InCur;
+        }
+        let unzip = Unzip::new(&self.cur.cqe, self.mini_view(format));
+        if !self.batch_has_title {
+            self.cur.batch = MiniBatch::new(&self.cur.cqe);
+            self.batch_has_title = true;
+        }
+        // The minis fill the CQE from byte 0: decode all of them now
+        // (lane 7, bytes 56–63, is never reported).
+        let array: MiniCqeArray = zerocopy::transmute!(*cqe);
+        self.cfg
+            .unzip
+            .decode(unzip, &array.minis, self.running, &mut self.cur.batch);
+        self.running = self
+            .cur
+            .batch
+            .end_counter(unzip, count as usize, self.running);
+        self.session = Some(Session {
+            base: ci,
+            count,
+            next: 0,
+            unzip,
+        });
+        Ok(true)
     }
 
     /// How minis of format `format` read on this CQ.
@@ -738,123 +863,130 @@ impl Cq {
         }
     }
 
-    /// The next mini of the open session, expanded; closes the session
-    /// (invalidating its slots in the basic layout) after the last one.
-    fn next_mini(&mut self) -> Result<Cqe64, PollError> {
-        let (Some(session), Some((layout, _))) = (self.session.as_mut(), self.cfg.compression)
-        else {
+    /// Positions the view on the next mini of the open session; closes the
+    /// session (invalidating its slots in the basic layout) after the last.
+    #[inline(always)]
+    fn next_mini<const M: u8>(&mut self) -> Result<(), PollError> {
+        let Some(session) = self.session.as_mut() else {
             self.broken = true;
             return Err(PollError::Broken);
         };
         let i = session.next;
-        let basic = layout == Layout::Basic;
+        let basic = M == BASIC;
         if basic && i % 8 == 0 {
             // Load mini array k: in the session (its offset < count, which
-            // is at most the ring size). Decode it whole, once: the path
-            // and the session's format were fixed before (no per-mini test).
+            // is at most the ring size). Copy it once, decode it whole: the
+            // path and the session's format were fixed before (no per-mini
+            // test).
             let k = i / 8;
-            let slot = self
-                .size
-                .slot(session.base.wrapping_add(zip::basic_array_offset(k)));
-            let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(slot));
+            let entry = self
+                .ring
+                .entry(session.base.wrapping_add(zip::basic_array_offset(k)));
+            let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(entry));
             let n = (session.count - i).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
             self.cfg.unzip.decode(
                 session.unzip,
                 &array.minis,
                 self.running,
-                &mut session.batch,
+                &mut self.cur.batch,
             );
-            self.running = session.batch.end_counter(session.unzip, n, self.running);
+            self.running = self.cur.batch.end_counter(session.unzip, n, self.running);
         }
-        let cqe = session.batch.cqe(&session.template, (i % 8) as usize);
+        self.cur.set_mini(i as usize);
         session.next = i + 1;
         let done = session.next == session.count;
         if basic && (session.next % 8 == 0 || done) {
             let (first, last) = zip::basic_invalidate_range(i / 8, session.count);
-            for off in first..=last {
-                self.ring.write_op_own(
-                    self.size.slot(session.base.wrapping_add(off)),
-                    CQE_INVALIDATE,
-                );
-            }
+            self.ring
+                .write_op_own_range(session.base, first, last, CQE_INVALIDATE);
         }
         if done {
             self.ci = session.base.wrapping_add(session.count);
             self.session = None;
         }
-        Ok(cqe)
+        Ok(())
     }
 
-    /// Maps a CQE to its work request and fills `self.cur`. `Ok(false)` for
+    /// Maps the current completion (a regular CQE, or a mini if `MINI`) to
+    /// its work request and fills the rest of `self.cur`. `Ok(false)` for
     /// CQEs that are not reported (filler, resize).
-    fn resolve<W: WorkQueues>(
-        &mut self,
-        wqs: &mut W,
-        cqe: Cqe64,
-        origin: Origin,
-    ) -> Result<bool, PollError> {
+    #[inline(always)]
+    fn resolve<W: WorkQueues, const MINI: bool>(&mut self, wqs: &mut W) -> Result<bool, PollError> {
+        let lane = usize::from(self.cur.lane) % MINI_CQE_ARRAY_SIZE;
+        let cqe = &self.cur.cqe;
+        let (sop_drop_qpn, wqe_counter, byte_cnt) = if MINI {
+            let b = &self.cur.batch;
+            (b.sop_drop_qpn[lane], b.wqe_counter[lane], b.byte_cnt[lane])
+        } else {
+            (
+                cqe.sop_drop_qpn.into_bits().get(),
+                cqe.wqe_counter.get(),
+                cqe.byte_cnt.get(),
+            )
+        };
         let wq = WqRef {
-            qpn: cqe.sop_drop_qpn.qpn(),
+            qpn: sop_drop_qpn & QPN_MASK,
             srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
         };
-        let wqe_counter = cqe.wqe_counter.get();
-        let opcode = cqe.opcode();
-        let lookup = |error, requester| PollError::Lookup {
-            error,
-            requester,
-            wq,
-            wqe_counter,
-        };
+        let opcode = cqe.op_own.into_bits() >> 4;
         let ci = self.ci;
-        self.cur.cqe = cqe;
-        self.cur.origin = origin;
-        self.cur.striding = false;
-        self.cur.wr_opcode = None;
-        self.cur.rx_csum_valid = false;
+        // Each arm stores every per-completion field of `cur` once.
         match opcode {
-            CqeOpcode::Req | CqeOpcode::ReqErr => {
-                let status = self.error_status(&cqe, true);
-                let r = wqs
-                    .retire_send(wq, wqe_counter, status)
-                    .map_err(|e| lookup(e, true))?;
+            OP_REQ | OP_REQ_ERR => {
+                let status = if opcode == OP_REQ {
+                    WcStatus::Success
+                } else {
+                    self.log_error(true)
+                };
+                let r = match wqs.retire_send(wq, wqe_counter, status) {
+                    Ok(r) => r,
+                    Err(e) => return Err(lookup_error(e, true, wq, wqe_counter)),
+                };
                 self.cur.wr_id = r.wr_id;
                 self.cur.wr_opcode = r.wr_opcode;
                 self.cur.status = status;
+                self.cur.rx_csum_valid = false;
+                self.cur.striding = false;
             }
-            CqeOpcode::RespWrImm
-            | CqeOpcode::RespSend
-            | CqeOpcode::RespSendImm
-            | CqeOpcode::RespSendInv
-            | CqeOpcode::RespErr => {
-                let status = self.error_status(&cqe, false);
+            OP_RESP_WR_IMM | OP_RESP_SEND | OP_RESP_SEND_IMM | OP_RESP_SEND_INV | OP_RESP_ERR => {
+                let error = opcode == OP_RESP_ERR;
+                let status = if error {
+                    self.log_error(false)
+                } else {
+                    WcStatus::Success
+                };
                 let r = if self.cfg.striding_rq {
-                    let b = MprqByteCnt::from_bits(cqe.byte_cnt.get());
+                    let b = MprqByteCnt::from_bits(byte_cnt);
                     let c = StrideCompletion {
-                        wqe_id: cqe.wqe_id.get(),
+                        wqe_id: self.cur.cqe.wqe_id.get(),
                         stride_index: wqe_counter,
                         strides: b.strides(),
-                        filler: b.filler() && !cqe.is_error(),
+                        filler: b.filler() && !error,
                     };
-                    self.cur.striding = true;
-                    let r = wqs
-                        .retire_strides(wq, c, status)
-                        .map_err(|e| lookup(e, false))?;
+                    let r = match wqs.retire_strides(wq, c, status) {
+                        Ok(r) => r,
+                        Err(e) => return Err(lookup_error(e, false, wq, wqe_counter)),
+                    };
                     if c.filler {
                         return Ok(false);
                     }
                     r
                 } else {
-                    wqs.retire_recv(wq, wqe_counter, status)
-                        .map_err(|e| lookup(e, false))?
+                    match wqs.retire_recv(wq, wqe_counter, status) {
+                        Ok(r) => r,
+                        Err(e) => return Err(lookup_error(e, false, wq, wqe_counter)),
+                    }
                 };
                 self.cur.wr_id = r.wr_id;
+                self.cur.wr_opcode = None;
                 self.cur.rx_csum_valid = r.rx_csum_valid;
                 self.cur.status = status;
+                self.cur.striding = self.cfg.striding_rq;
             }
-            CqeOpcode::ResizeCq => return Ok(false),
+            OP_RESIZE_CQ => return Ok(false),
             other => {
                 return Err(PollError::UnsupportedOpcode {
-                    opcode: other,
+                    opcode: CqeOpcode::from_raw(other),
                     ci: ci.wrapping_sub(1),
                 })
             }
@@ -862,12 +994,11 @@ impl Cq {
         Ok(true)
     }
 
-    /// Success, or the error CQE's status (logging it).
-    fn error_status(&mut self, cqe: &Cqe64, requester: bool) -> WcStatus {
-        if !cqe.is_error() {
-            return WcStatus::Success;
-        }
-        let e = cqe.as_err();
+    /// The current completion is an error CQE: logs it, returns its status.
+    #[cold]
+    #[inline(never)]
+    fn log_error(&mut self, requester: bool) -> WcStatus {
+        let e = self.cur.cqe().as_err();
         let err = CqeError {
             syndrome: e.syndrome(),
             vendor_syndrome: e.vendor_err_synd,
@@ -885,6 +1016,52 @@ impl Cq {
         self.log.last = Some(err);
         err.status()
     }
+}
+
+/// A [`PollError::Lookup`] (cold: a work queue refused an index).
+#[cold]
+#[inline(never)]
+fn lookup_error(error: LookupError, requester: bool, wq: WqRef, wqe_counter: u16) -> PollError {
+    PollError::Lookup {
+        error,
+        requester,
+        wq,
+        wqe_counter,
+    }
+}
+
+/// Compression layouts the poll loop is specialised for (`advance_in::<M>`).
+const NO_ZIP: u8 = 0;
+const BASIC: u8 = 1;
+const ENHANCED: u8 = 2;
+
+/// `op_own[3:2]`, the CQE format, in place (PRM-FACTS §9.1).
+const FORMAT_MASK: u8 = 0x0c;
+/// Format 3: compressed.
+const FORMAT_COMPRESSED: u8 = 0x0c;
+/// Format 2: 64 bytes scattered into the first half of a 128-byte slot.
+const FORMAT_INLINE64: u8 = 0x08;
+/// `sop_drop_qpn[23:0]`.
+const QPN_MASK: u32 = 0x00ff_ffff;
+/// CQE opcodes as `op_own[7:4]` values (PRM-FACTS §9.3).
+const OP_REQ: u8 = CqeOpcode::Req.raw();
+const OP_RESP_WR_IMM: u8 = CqeOpcode::RespWrImm.raw();
+const OP_RESP_SEND: u8 = CqeOpcode::RespSend.raw();
+const OP_RESP_SEND_IMM: u8 = CqeOpcode::RespSendImm.raw();
+const OP_RESP_SEND_INV: u8 = CqeOpcode::RespSendInv.raw();
+const OP_RESIZE_CQ: u8 = CqeOpcode::ResizeCq.raw();
+const OP_REQ_ERR: u8 = CqeOpcode::ReqErr.raw();
+const OP_RESP_ERR: u8 = CqeOpcode::RespErr.raw();
+
+/// Where the enhanced layout's title is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Title {
+    /// No regular CQE yet: a compressed CQE is an error.
+    None,
+    /// In `cur.cqe` (the last CQE read was the title, or minis of it).
+    InCur,
+    /// In `saved_title` (an error CQE occupies `cur.cqe`).
+    Saved,
 }
 
 /// An open polling batch (`ibv_cq_ex` between `start_poll` and

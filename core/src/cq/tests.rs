@@ -1,8 +1,16 @@
 //! Unit tests of the CQ over ordinary memory rings.
 
 use super::*;
-use crate::prm::{Be16, Be32, ErrCqe, MiniCqe, OpOwn, SopDropQpn, CQE_OP_OWN_INIT, CQE_VIC_INIT};
+use crate::prm::{
+    Be16, Be32, CqeFormat, ErrCqe, MiniCqe, OpOwn, SopDropQpn, CQE_OP_OWN_INIT, CQE_VIC_INIT,
+};
 use std::boxed::Box;
+
+/// 64 bytes, 64-byte aligned: rings are built from these, as aligned as a
+/// CQ buffer from mlx5dv (page-aligned) must at least be.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
 use std::vec::Vec;
 
 /// Device-side memory of one CQ: ring, doorbell record, UAR page. Held as
@@ -27,7 +35,11 @@ impl Mem {
             }
         }
         let ring_len = v.len();
-        let ring = Box::into_raw(v.into_boxed_slice()).cast::<u8>();
+        let lines: Vec<Line> = v
+            .chunks_exact(64)
+            .map(|c| Line(c.try_into().unwrap()))
+            .collect();
+        let ring = Box::into_raw(lines.into_boxed_slice()).cast::<u8>();
         let dbrec = Box::into_raw(Box::new([0xa5a5_a5a5u32; 2])).cast::<u32>();
         let uar = Box::into_raw(Box::new([0u64; 512])).cast::<u64>();
         Self {
@@ -93,8 +105,8 @@ impl Drop for Mem {
         // SAFETY: these came from `Box::into_raw` with these exact types.
         unsafe {
             drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
-                self.ring,
-                self.ring_len,
+                self.ring.cast::<Line>(),
+                self.ring_len / 64,
             )));
             drop(Box::from_raw(self.dbrec.cast::<[u32; 2]>()));
             drop(Box::from_raw(self.uar.cast::<[u64; 512]>()));
@@ -880,7 +892,7 @@ fn random_sessions_match_the_reference_expansion() {
 /// Every decoder path this machine can run.
 fn unzip_paths() -> Vec<UnzipPath> {
     let mut paths = std::vec![UnzipPath::Scalar];
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
         use super::zip_x86::{Avx2, Sse41};
         if std::is_x86_feature_detected!("sse4.1") {

@@ -187,8 +187,10 @@ pub const fn basic_invalidate_range(k: u32, count: u32) -> (u32, u32) {
     (first, last)
 }
 
-/// An open compressed session.
-#[derive(Clone, Debug)]
+/// An open compressed session. Its decoded mini array is the current
+/// completion's [`MiniBatch`] (the poller hands minis out as views of it),
+/// its title the current completion's CQE copy.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Session {
     /// Consumer index of the title (basic) or compressed CQE (enhanced).
     pub(crate) base: u32,
@@ -198,12 +200,6 @@ pub(crate) struct Session {
     pub(crate) next: u32,
     /// What the minis carry (fixed for the session).
     pub(crate) unzip: Unzip,
-    /// The title with the format cleared: every expanded CQE starts as a
-    /// copy of it ([`template`]).
-    pub(crate) template: Cqe64,
-    /// The decoded mini array being read (basic: per array of eight;
-    /// enhanced: the compressed CQE's minis).
-    pub(crate) batch: MiniBatch,
 }
 
 /// The number of minis an enhanced compressed CQE declares.
@@ -460,10 +456,10 @@ pub enum UnzipPath {
     /// [`decode_scalar`].
     Scalar,
     /// SSE4.1 (with SSSE3 `pshufb`), 128-bit vectors.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Sse41(super::zip_x86::Sse41),
     /// AVX2, 256-bit vectors.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     Avx2(super::zip_x86::Avx2),
     /// NEON (AdvSIMD), 128-bit vectors.
     #[cfg(target_arch = "aarch64")]
@@ -473,7 +469,7 @@ pub enum UnzipPath {
 impl UnzipPath {
     /// The best path enabled at compile time.
     pub const fn compile_time() -> Self {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         {
             if let Some(t) = super::zip_x86::Avx2::compile_time() {
                 return Self::Avx2(t);
@@ -495,9 +491,9 @@ impl UnzipPath {
     pub const fn name(self) -> &'static str {
         match self {
             Self::Scalar => "scalar",
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
             Self::Sse41(_) => "sse4.1",
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
             Self::Avx2(_) => "avx2",
             #[cfg(target_arch = "aarch64")]
             Self::Neon(_) => "neon",
@@ -515,9 +511,9 @@ impl UnzipPath {
     ) {
         match self {
             Self::Scalar => decode_scalar(unzip, minis, start, out),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
             Self::Sse41(t) => t.decode(unzip, minis, start, out),
-            #[cfg(target_arch = "x86_64")]
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
             Self::Avx2(t) => t.decode(unzip, minis, start, out),
             #[cfg(target_arch = "aarch64")]
             Self::Neon(t) => t.decode(unzip, minis, start, out),

@@ -2,7 +2,7 @@
 //! formatting into the staging area (see the parent module for the design).
 #![forbid(unsafe_code)]
 
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
 use super::doorbell::{DoorbellPolicy, Publish};
 use super::kind::{AnyQp, QpKind};
@@ -138,7 +138,7 @@ impl Op {
     /// Whether the QP type (and its capabilities) allows the operation
     /// (libmlx5 `MLX5_SUPPORTED_SEND_OPS_FLAGS_*`, plus NOP everywhere).
     #[inline(always)]
-    fn allowed(self, qp: QpType, lim: &Limits) -> bool {
+    pub(super) fn allowed(self, qp: QpType, lim: &Limits) -> bool {
         use QpType::*;
         match self {
             Op::Send | Op::Nop => true,
@@ -172,10 +172,14 @@ const MKEY_CONTEXT_FREE: u8 = 1 << 6;
 /// Mkey context `qpn_mkey` of a free: QPN field all ones, mkey variant 0.
 const MKEY_QPN_FREE: u32 = 0xffff_ff00;
 
-pub(super) const F_SIGNALED: u8 = 1 << 0;
-pub(super) const F_SOLICITED: u8 = 1 << 1;
-pub(super) const F_FENCE: u8 = 1 << 2;
-pub(super) const F_CSUM: u8 = 1 << 3;
+// Work-request flags. The first three are the control segment's own bits
+// (`fm_ce_se`), so that the fast paths move them into the WQE with a mask;
+// the checksum flag uses a bit `fm_ce_se` leaves reserved (bit 0).
+pub(super) const F_SIGNALED: u8 = WQE_CTRL_CQ_UPDATE;
+pub(super) const F_SOLICITED: u8 = WQE_CTRL_SOLICITED;
+pub(super) const F_FENCE: u8 = WQE_CTRL_FENCE;
+pub(super) const F_CSUM: u8 = 1 << 0;
+const _: () = assert!(F_CSUM & (F_SIGNALED | F_SOLICITED | F_FENCE) == 0);
 
 /// Everything a work request's builder and setters collected.
 #[derive(Debug, Clone, Copy)]
@@ -196,7 +200,7 @@ pub(super) struct Desc<'x> {
 }
 
 impl Desc<'_> {
-    fn new(wr_id: u64, op: Op) -> Self {
+    pub(super) fn new(wr_id: u64, op: Op) -> Self {
         Self {
             wr_id,
             op,
@@ -215,7 +219,7 @@ impl Desc<'_> {
 
 /// The data of a work request, as its last setter gave it.
 #[derive(Clone, Copy)]
-enum Data<'d> {
+pub(super) enum Data<'d> {
     None,
     Sges(&'d [Sge]),
     Frames(&'d [FrameSge<'d>]),
@@ -232,20 +236,29 @@ enum Data<'d> {
 #[must_use = "a batch does nothing until complete(); dropping it aborts"]
 pub struct Batch<'q, 'a, P: DoorbellPolicy, Q: QpKind = AnyQp> {
     pub(super) sq: &'q mut SendQueue<'a, P, Q>,
+    pub(super) st: BatchState,
+}
+
+/// The counters of a batch, kept apart from the queue reference so that the
+/// cold fallbacks take and return them by value: the hot path then keeps
+/// them in registers (a `&mut Batch` escaping into an out-of-line call would
+/// pin them in memory, two instructions per field per WQE).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct BatchState {
     /// WQEBBs staged.
     pub(super) used: u32,
     /// WQEs staged.
     pub(super) nreq: u32,
     /// Staging index of the last WQE.
     pub(super) last: u32,
+    /// WQEBBs since the last WQE that requested a CQE.
+    pub(super) unsignaled: u32,
     /// DS of the last WQE.
     pub(super) last_ds: u8,
     /// Whether any WQE carried inline data (libmlx5 `inl_wqe`).
     pub(super) inline: bool,
     /// The fence the next WQE inherits.
     pub(super) fm_cache: u8,
-    /// WQEBBs since the last WQE that requested a CQE.
-    pub(super) unsignaled: u32,
 }
 
 /// One work request being built: returned by a [`Batch`] builder call,
@@ -260,33 +273,31 @@ pub struct Wr<'b, 'x, 'q, 'a, P: DoorbellPolicy, Q: QpKind = AnyQp> {
 impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
     #[inline(always)]
     pub(super) fn new(sq: &'q mut SendQueue<'a, P, Q>) -> Self {
-        let fm_cache = sq.fm_cache;
-        let unsignaled = sq.unsignaled;
-        Self {
-            sq,
+        let st = BatchState {
             used: 0,
             nreq: 0,
             last: 0,
+            unsignaled: sq.unsignaled,
             last_ds: 0,
             inline: false,
-            fm_cache,
-            unsignaled,
-        }
+            fm_cache: sq.fm_cache,
+        };
+        Self { sq, st }
     }
 
     /// Number of work requests in the batch.
     pub fn len(&self) -> u32 {
-        self.nreq
+        self.st.nreq
     }
 
     /// Whether the batch holds no work request.
     pub fn is_empty(&self) -> bool {
-        self.nreq == 0
+        self.st.nreq == 0
     }
 
     /// WQEBBs the batch occupies.
     pub fn wqebbs(&self) -> u32 {
-        self.used
+        self.st.used
     }
 
     #[inline(always)]
@@ -518,6 +529,75 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         Ok(wr)
     }
 
+    /// An RDMA write with one SGE, in one call (`ibv_wr_rdma_write` +
+    /// `ibv_wr_set_sge`, with the `send_flags` of `flags`).
+    ///
+    /// The same WQE, checks and errors as
+    /// `batch.rdma_write(wr_id, rkey, remote_addr)?` with the flags' setters
+    /// and `.sge(sge.lkey, sge.addr, sge.length)`, without a builder: every
+    /// value stays in registers, and an RC/UC write of a non-empty SGE is
+    /// staged without a test of anything but the room. On error nothing is
+    /// staged and the batch is unchanged.
+    #[inline(always)]
+    pub fn rdma_write_sge(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        sge: Sge,
+        flags: super::SendFlags,
+    ) -> Result<(), PostError> {
+        self.remote_sge(Op::Write, wr_id, rkey, remote_addr, sge, flags)
+    }
+
+    /// An RDMA read into one SGE, in one call (see [`Batch::rdma_write_sge`]).
+    #[inline(always)]
+    pub fn rdma_read_sge(
+        &mut self,
+        wr_id: u64,
+        rkey: u32,
+        remote_addr: u64,
+        sge: Sge,
+        flags: super::SendFlags,
+    ) -> Result<(), PostError> {
+        self.remote_sge(Op::Read, wr_id, rkey, remote_addr, sge, flags)
+    }
+
+    /// A send of one SGE, in one call (see [`Batch::rdma_write_sge`]); on
+    /// UD, XRC and raw Ethernet QPs it takes the generic path (and fails
+    /// there for want of an address, an SRQ number or frame bytes).
+    #[inline(always)]
+    pub fn send_sge(
+        &mut self,
+        wr_id: u64,
+        sge: Sge,
+        flags: super::SendFlags,
+    ) -> Result<(), PostError> {
+        self.remote_sge(Op::Send, wr_id, 0, 0, sge, flags)
+    }
+
+    /// The one-call posts: the fast path of RC/UC with a non-empty SGE,
+    /// else the builder path, out of line.
+    #[inline(always)]
+    fn remote_sge(
+        &mut self,
+        op: Op,
+        wr_id: u64,
+        rkey: u32,
+        raddr: u64,
+        sge: Sge,
+        flags: super::SendFlags,
+    ) -> Result<(), PostError> {
+        if self.sq.sge_fast_ok(op, sge.length) {
+            return self.push_sge(wr_id, op, flags.0, rkey, raddr, sge);
+        }
+        let (st, r) = remote_sge_cold(
+            self.sq, self.st, op, wr_id, rkey, raddr, sge.lkey, sge.addr, sge.length, flags,
+        );
+        self.st = st;
+        r
+    }
+
     #[inline(always)]
     fn remote<'x>(
         &mut self,
@@ -539,22 +619,25 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
     pub fn complete(self) -> u32 {
         let Batch {
             sq,
-            used,
-            nreq,
-            last,
-            last_ds,
-            inline,
-            fm_cache,
-            unsignaled,
+            st:
+                BatchState {
+                    used,
+                    nreq,
+                    last,
+                    unsignaled,
+                    last_ds,
+                    inline,
+                    fm_cache,
+                },
         } = self;
         if nreq == 0 {
             return 0;
         }
         let staged = sq.staging.get(..used as usize).unwrap_or(&[]);
         // The WQEs go into the ring at the producer index, whole WQEBBs,
-        // wrapping at its end.
-        sq.ring
-            .write_wrapping_64(sq.size.slot(sq.pi) * SEND_WQE_BB, staged.as_bytes());
+        // wrapping at its end once (at most two copies).
+        let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged.as_bytes()).unwrap_or(&[]);
+        sq.ring.write_run(sq.pi, blocks);
         let pi = sq.pi.wrapping_add(used);
         let last_wqe = staged.get(last as usize..).unwrap_or(&[]);
         sq.db.ring::<P>(Publish {
@@ -576,7 +659,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
 
     /// Validates a finished work request, then formats it into the staging
     /// area. On error nothing is written and the batch is unchanged.
-    fn encode(&mut self, d: &Desc<'_>, data: Data<'_>) -> Result<(), PostError> {
+    pub(super) fn encode(&mut self, d: &Desc<'_>, data: Data<'_>) -> Result<(), PostError> {
         let lim = self.sq.lim;
         let qp = self.sq.qp_type();
         let op = d.op;
@@ -687,11 +770,11 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
 
         // ---- room ---------------------------------------------------------
         let sq = &mut *self.sq;
-        let pi = sq.pi.wrapping_add(self.used);
+        let pi = sq.pi.wrapping_add(self.st.used);
         if in_flight(pi, sq.ci) + wqebbs > sq.size.entries() {
             return Err(PostError::QueueFull);
         }
-        let start = self.used as usize;
+        let start = self.st.used as usize;
         let Some(region) = sq.staging.get_mut(start..start + wqebbs as usize) else {
             return Err(PostError::BatchFull);
         };
@@ -701,13 +784,13 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         if d.flags & F_SIGNALED != 0 {
             ce = WQE_CTRL_CQ_UPDATE;
         }
-        if ce == 0 && lim.signal_every != 0 && self.unsignaled + wqebbs >= lim.signal_every {
+        if ce == 0 && lim.signal_every != 0 && self.st.unsignaled + wqebbs >= lim.signal_every {
             ce = WQE_CTRL_CQ_UPDATE;
         }
         let fence = if d.flags & F_FENCE != 0 {
             WQE_CTRL_FENCE
         } else {
-            self.fm_cache
+            self.st.fm_cache
         };
         let se = if d.flags & F_SOLICITED != 0 {
             WQE_CTRL_SOLICITED
@@ -898,17 +981,21 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                 };
             }
         }
-        self.last = self.used;
-        self.used += wqebbs;
-        self.nreq += 1;
-        self.last_ds = ds as u8;
-        self.inline |= is_inline;
-        self.fm_cache = if op == Op::LocalInv {
+        self.st.last = self.st.used;
+        self.st.used += wqebbs;
+        self.st.nreq += 1;
+        self.st.last_ds = ds as u8;
+        self.st.inline |= is_inline;
+        self.st.fm_cache = if op == Op::LocalInv {
             WQE_CTRL_INITIATOR_SMALL_FENCE
         } else {
             0
         };
-        self.unsignaled = if ce != 0 { 0 } else { self.unsignaled + wqebbs };
+        self.st.unsignaled = if ce != 0 {
+            0
+        } else {
+            self.st.unsignaled + wqebbs
+        };
         Ok(())
     }
 }
@@ -1047,6 +1134,37 @@ impl<'x, P: DoorbellPolicy, Q: QpKind> Wr<'_, 'x, '_, '_, P, Q> {
     pub fn frame_list(self, pieces: &[FrameSge<'_>]) -> Result<(), PostError> {
         self.batch.encode(&self.d, Data::Frames(pieces))
     }
+}
+
+/// The one-call posts' fallback: the builder path, out of line, with the
+/// batch's counters passed and returned by value (see [`BatchState`]).
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn remote_sge_cold<P: DoorbellPolicy, Q: QpKind>(
+    sq: &mut SendQueue<'_, P, Q>,
+    st: BatchState,
+    op: Op,
+    wr_id: u64,
+    rkey: u32,
+    raddr: u64,
+    lkey: u32,
+    addr: u64,
+    length: u32,
+    flags: super::SendFlags,
+) -> (BatchState, Result<(), PostError>) {
+    let sge = Sge { addr, length, lkey };
+    let mut batch = Batch { sq, st };
+    let r = match batch.begin(wr_id, op) {
+        Ok(mut wr) => {
+            wr.d.rkey = rkey;
+            wr.d.raddr = raddr;
+            wr.d.flags = flags.0;
+            wr.sge(sge.lkey, sge.addr, sge.length)
+        }
+        Err(e) => Err(e),
+    };
+    (batch.st, r)
 }
 
 fn raddr_seg(d: &Desc<'_>) -> RaddrSeg {

@@ -14,7 +14,11 @@
 //! and in both BlueFlame cases only if the WQE has more than one DS and fits
 //! the BlueFlame buffer (`1 < ds <= bf_buf_size / 16`), exactly libmlx5's
 //! test. A queue built with `bf_buf_size == 0` never uses BlueFlame.
-#![forbid(unsafe_code)]
+//!
+//! The one `unsafe` here is the register write without its range test:
+//! [`Doorbell::new`] checks once that both halves fit the register, and the
+//! offset only ever toggles between them.
+#![deny(unsafe_code)]
 
 use crate::barrier;
 use crate::mmio::{DeviceWord, Register};
@@ -89,20 +93,51 @@ pub(super) struct Doorbell<'a> {
     buf_size: usize,
     /// Byte offset of the half the next write goes to (rdma-core `bf->offset`).
     offset: usize,
+    /// `loom` models only: faults to inject, and a `loom` atomic that
+    /// mirrors the first 8 bytes of every register write, so that a model's
+    /// device thread can wake on the doorbell (the register itself is MMIO,
+    /// invisible to `loom`).
+    #[cfg(loom)]
+    pub(super) loom: LoomHooks,
+}
+
+/// See [`Doorbell::loom`].
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub(super) struct LoomHooks {
+    pub(super) skip_to_device: bool,
+    pub(super) skip_wc_start: bool,
+    pub(super) mirror: Option<std::sync::Arc<DeviceWord<u64>>>,
 }
 
 impl<'a> Doorbell<'a> {
+    /// # Panics
+    ///
+    /// If `buf_size` is not a multiple of 64 or the register is shorter
+    /// than `max(2 * buf_size, 8)` bytes (the send queue's constructor
+    /// checks both before: this is the invariant the register writes rely
+    /// on, checked where it is established).
     pub(super) fn new(
         dbrec: &'a DeviceWord<u32>,
         reg: Register,
         buf_size: usize,
-        offset: usize,
+        second_half: bool,
     ) -> Self {
+        assert!(
+            buf_size % SEND_WQE_BB == 0
+                && buf_size
+                    .checked_mul(2)
+                    .is_some_and(|r| reg.size() >= core::cmp::max(r, 8)),
+            "BlueFlame halves do not fit the register"
+        );
+        let offset = if second_half { buf_size } else { 0 };
         Self {
             dbrec,
             reg,
             buf_size,
             offset,
+            #[cfg(loom)]
+            loom: LoomHooks::default(),
         }
     }
 
@@ -117,14 +152,26 @@ impl<'a> Doorbell<'a> {
     pub(super) fn ring<P: DoorbellPolicy>(&mut self, p: Publish<'_>) {
         // 1. The WQE stores (already done, by the caller) must reach memory
         //    before the device can learn of them from the doorbell record.
-        barrier::to_device();
+        #[cfg(loom)]
+        let skip = self.loom.skip_to_device;
+        #[cfg(not(loom))]
+        let skip = false;
+        if !skip {
+            barrier::to_device();
+        }
         // 2. Doorbell record: the 16-bit producer counter, big-endian
         //    (rdma-core `qp->db[MLX5_SND_DBR] = htobe32(cur_post & 0xffff)`).
         self.dbrec
             .write_be(u32::from(crate::index::wq_counter16(p.pi)));
         // 3. The doorbell record must be visible before the register write
         //    that makes the device fetch (rdma-core `mmio_wc_start`).
-        barrier::wc_start();
+        #[cfg(loom)]
+        let skip = self.loom.skip_wc_start;
+        #[cfg(not(loom))]
+        let skip = false;
+        if !skip {
+            barrier::wc_start();
+        }
         // 4. BlueFlame copy of the single WQE, or the 8-byte doorbell: the
         //    first 8 bytes of the last WQE's control segment.
         let ds = usize::from(p.last_ds);
@@ -136,13 +183,33 @@ impl<'a> Doorbell<'a> {
         if use_bf {
             let chunks = ds.div_ceil(SEND_WQE_BB / SEND_WQE_DS);
             for (i, chunk) in p.last_wqe.iter().take(chunks).enumerate() {
-                self.reg
-                    .write_chunk64(self.offset + i * SEND_WQE_BB, &chunk.0);
+                // SAFETY: `offset` is 0 or `buf_size` (set by `new`, then
+                // only toggled by `buf_size`), `buf_size` is a multiple of 64
+                // and `2 * buf_size <= reg.size()` (checked by `new`);
+                // `chunks * 64 <= buf_size` because `ds * 16 <= buf_size`
+                // (the test above) and `buf_size` is a multiple of 64, so
+                // `offset + 64 * i + 64 <= 2 * buf_size <= reg.size()`.
+                #[allow(unsafe_code)]
+                unsafe {
+                    self.reg
+                        .write_chunk64_unchecked(self.offset + i * SEND_WQE_BB, &chunk.0);
+                }
             }
         } else if let Some(first) = p.last_wqe.first() {
             let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = first.0;
-            self.reg
-                .write64_at(self.offset, [b0, b1, b2, b3, b4, b5, b6, b7]);
+            // SAFETY: `offset` is 0 or `buf_size`, a multiple of 64, and
+            // `reg.size() >= max(2 * buf_size, 8)` (checked by `new`), so
+            // `offset + 8 <= reg.size()` and `offset` is 8-aligned.
+            #[allow(unsafe_code)]
+            unsafe {
+                self.reg
+                    .write64_at_unchecked(self.offset, [b0, b1, b2, b3, b4, b5, b6, b7]);
+            }
+        }
+        #[cfg(loom)]
+        if let (Some(m), Some(first)) = (&self.loom.mirror, p.last_wqe.first()) {
+            let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = first.0;
+            m.write(u64::from_ne_bytes([b0, b1, b2, b3, b4, b5, b6, b7]));
         }
         // 5. Flush the write-combining buffer before the next doorbell can
         //    reuse it, so two doorbells never reach the device out of order

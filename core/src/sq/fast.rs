@@ -22,16 +22,15 @@
 
 use zerocopy::{FromZeros, Immutable, IntoBytes};
 
-use super::batch::{Batch, Desc, Op, F_CSUM, F_FENCE, F_SIGNALED, F_SOLICITED};
+use super::batch::{Batch, BatchState, Desc, Op, Sge, F_CSUM, F_FENCE, F_SIGNALED, F_SOLICITED};
 use super::doorbell::DoorbellPolicy;
 use super::kind::QpKind;
-use super::{PostError, QpType, SqShadowEntry, SHADOW_CQE, SHADOW_SIGNALED};
+use super::{Limits, PostError, QpType, Wqebb, SHADOW_CQE, SHADOW_SIGNALED};
 use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
     Av, Be16, Be32, Be64, CtrlSeg, DataSeg, EthSeg, InlineByteCount, OpmodIdxOpcode, QpnDs,
     RaddrSeg, ETH_L2_INLINE_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, EXTENDED_UD_AV,
     SEND_WQE_BB, SEND_WQE_DS, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE, WQE_CTRL_FENCE,
-    WQE_CTRL_SOLICITED,
 };
 
 /// Position of `wqe_index` in `opmod_idx_opcode` (host order), read from
@@ -126,6 +125,115 @@ struct RemoteSge {
     data: DataSeg,
 }
 
+/// The immediate / invalidate key word of the control segment.
+#[inline(always)]
+fn d_imm(d: &Desc<'_>) -> u32 {
+    match d.op {
+        Op::SendImm | Op::WriteImm | Op::SendInv => d.imm,
+        _ => 0,
+    }
+}
+
+/// The `fm_ce_se` byte of a WQE and its shadow flags, from the work
+/// request's flags, the QP's `sig_all`, the forced-CQE rule and the fence
+/// the WQE inherits (the generic encoder's tests, without branches: the
+/// flag bits are the control segment's own, see `batch::F_SIGNALED`).
+#[inline(always)]
+pub(super) fn ctrl_flags(
+    flags: u8,
+    lim: &Limits,
+    fm_cache: u8,
+    unsignaled: u32,
+    wqebbs: u32,
+) -> (u8, u8) {
+    let signaled = flags & F_SIGNALED;
+    // `force_at` is `u32::MAX` when the rule is off: never reached.
+    let forced = if unsignaled + wqebbs >= lim.force_at {
+        WQE_CTRL_CQ_UPDATE
+    } else {
+        0
+    };
+    let ce = signaled | lim.sig_bits | forced;
+    let fence = if flags & F_FENCE != 0 {
+        WQE_CTRL_FENCE
+    } else {
+        fm_cache
+    };
+    let se = flags & F_SOLICITED;
+    // The shadow flags are the same bits moved down (no branch).
+    const {
+        assert!(F_SIGNALED >> 3 == SHADOW_SIGNALED);
+        assert!(WQE_CTRL_CQ_UPDATE >> 2 == SHADOW_CQE);
+    }
+    let shadow = (signaled >> 3) | (ce >> 2);
+    (fence | ce | se, shadow)
+}
+
+/// The first 8 bytes of a control segment with WQE index 0 (opcode,
+/// opmod, QPN, DS), as a native word holding them in memory order: the
+/// per-QP constant of one operation shape, computed once by the queue's
+/// constructor (`Limits::ctrl0_*`).
+pub(super) fn ctrl0_const(op: Op, qpn_bits: u32, ds: u32) -> u64 {
+    let ctrl = ctrl_seg(op, 0, qpn_bits, ds, 0, 0);
+    let mut b = [0u8; 8];
+    b.copy_from_slice(ctrl.as_bytes().get(..8).unwrap_or(&[0; 8]));
+    u64::from_ne_bytes(b)
+}
+
+/// A one-WQEBB WQE with a remote address and one SGE (RDMA write or read;
+/// `remote == false`: the SGE only, a send) as eight native words in memory
+/// order, built in registers: `ctrl0` is the shape's constant
+/// ([`ctrl0_const`]), to which the WQE index is added.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn sge_wqebb(
+    ctrl0: u64,
+    index: u16,
+    fm_ce_se: u8,
+    remote: bool,
+    rkey: u32,
+    raddr: u64,
+    sge: Sge,
+) -> Wqebb {
+    // `wqe_index` is bytes 1..3 of the control segment, big-endian.
+    let w0 = ctrl0 | (u64::from(index) << (32 + WQE_INDEX_SHIFT)).to_be();
+    // Bytes 8..16: signature, stream id (0), `fm_ce_se`, `imm` (0).
+    let w1 = u64::from_ne_bytes([0, 0, 0, fm_ce_se, 0, 0, 0, 0]);
+    let [r0, r1, r2, r3] = rkey.to_be_bytes();
+    let raddr_w = [
+        raddr.to_be(),
+        u64::from_ne_bytes([r0, r1, r2, r3, 0, 0, 0, 0]),
+    ];
+    let [l0, l1, l2, l3] = sge.length.to_be_bytes();
+    let [k0, k1, k2, k3] = sge.lkey.to_be_bytes();
+    let data_w = [
+        u64::from_ne_bytes([l0, l1, l2, l3, k0, k1, k2, k3]),
+        sge.addr.to_be(),
+    ];
+    let words: [u64; 8] = if remote {
+        [w0, w1, raddr_w[0], raddr_w[1], data_w[0], data_w[1], 0, 0]
+    } else {
+        [w0, w1, data_w[0], data_w[1], 0, 0, 0, 0]
+    };
+    zerocopy::transmute!(words)
+}
+
+/// A one-WQEBB WQE as one value: the control segment, `body`, zeros.
+#[inline(always)]
+pub(super) fn one_wqebb<B: IntoBytes + Immutable>(ctrl: &CtrlSeg, body: &B) -> Wqebb {
+    // (Callers check the size at compile time; a body that does not fit
+    // would be dropped, not written past the WQEBB.)
+    let mut bb = Wqebb::ZERO;
+    let body_end = SEND_WQE_DS + core::mem::size_of::<B>();
+    if let Some(dst) = bb.0.get_mut(..SEND_WQE_DS) {
+        dst.copy_from_slice(ctrl.as_bytes());
+    }
+    if let Some(dst) = bb.0.get_mut(SEND_WQE_DS..body_end) {
+        dst.copy_from_slice(body.as_bytes());
+    }
+    bb
+}
+
 /// Datagram segment and one pointer segment (UD send).
 #[repr(C)]
 #[derive(IntoBytes, Immutable)]
@@ -170,9 +278,13 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
     /// to the end of the last WQEBB; then the shadow and the batch state.
     /// The tests and their order are `Batch::encode`'s.
     #[inline(always)]
-    fn push<B: IntoBytes + Immutable, const BBS: usize>(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn push<B: IntoBytes + Immutable, const BBS: usize>(
         &mut self,
-        d: &Desc<'_>,
+        wr_id: u64,
+        op: Op,
+        flags: u8,
+        imm: u32,
         ds: u32,
         body: &B,
         is_inline: bool,
@@ -184,84 +296,105 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
         let wqebbs = BBS as u32;
         // ---- room -----------------------------------------------------------
         let sq = &mut *self.sq;
-        let pi = sq.pi.wrapping_add(self.used);
-        if in_flight(pi, sq.ci) + wqebbs > sq.size.entries() {
+        let st = self.st;
+        let pi = sq.pi.wrapping_add(st.used);
+        if in_flight(pi, sq.ci) + wqebbs > sq.entries {
             return Err(PostError::QueueFull);
         }
-        let start = self.used as usize;
+        let start = st.used as usize;
         let Some(region) = sq.staging.get_mut(start..start + BBS) else {
             return Err(PostError::BatchFull);
         };
 
         // ---- from here on nothing fails ---------------------------------------
-        let lim = &sq.lim;
-        let signaled = d.flags & F_SIGNALED != 0;
-        let mut ce = if signaled {
-            WQE_CTRL_CQ_UPDATE
-        } else {
-            lim.sig_bits
-        };
-        if ce == 0 && lim.signal_every != 0 && self.unsignaled + wqebbs >= lim.signal_every {
-            ce = WQE_CTRL_CQ_UPDATE;
-        }
-        let fence = if d.flags & F_FENCE != 0 {
-            WQE_CTRL_FENCE
-        } else {
-            self.fm_cache
-        };
-        let se = if d.flags & F_SOLICITED != 0 {
-            WQE_CTRL_SOLICITED
-        } else {
-            0
-        };
-        let imm = match d.op {
-            Op::SendImm | Op::WriteImm | Op::SendInv => d.imm,
-            _ => 0,
-        };
+        let (fm_ce_se, shadow_flags) =
+            ctrl_flags(flags, &sq.lim, st.fm_cache, st.unsignaled, wqebbs);
         let index = wq_counter16(pi);
-        let ctrl = ctrl_seg(d.op, index, lim.qpn_ds_bits, ds, fence | ce | se, imm);
-        let bytes = region.as_mut_bytes();
-        let body_end = SEND_WQE_DS + core::mem::size_of::<B>();
-        if let Some(dst) = bytes.get_mut(..SEND_WQE_DS) {
-            dst.copy_from_slice(ctrl.as_bytes());
-        }
-        if let Some(dst) = bytes.get_mut(SEND_WQE_DS..body_end) {
-            dst.copy_from_slice(body.as_bytes());
-        }
-        if let Some(dst) = bytes.get_mut(body_end..) {
-            dst.fill(0);
+        let ctrl = ctrl_seg(op, index, sq.lim.qpn_ds_bits, ds, fm_ce_se, imm);
+        if BBS == 1 {
+            if let Some(bb) = region.first_mut() {
+                *bb = one_wqebb(&ctrl, body);
+            }
+        } else {
+            let bytes = region.as_mut_bytes();
+            let body_end = SEND_WQE_DS + core::mem::size_of::<B>();
+            if let Some(dst) = bytes.get_mut(..SEND_WQE_DS) {
+                dst.copy_from_slice(ctrl.as_bytes());
+            }
+            if let Some(dst) = bytes.get_mut(SEND_WQE_DS..body_end) {
+                dst.copy_from_slice(body.as_bytes());
+            }
+            if let Some(dst) = bytes.get_mut(body_end..) {
+                dst.fill(0);
+            }
         }
 
         // ---- bookkeeping ------------------------------------------------------
-        let mut flags = 0;
-        if signaled {
-            flags |= SHADOW_SIGNALED;
+        sq.record(pi, wr_id, index, wqebbs, shadow_flags);
+        self.st = BatchState {
+            used: st.used + wqebbs,
+            nreq: st.nreq + 1,
+            last: st.used,
+            unsignaled: if shadow_flags & SHADOW_CQE != 0 {
+                0
+            } else {
+                st.unsignaled + wqebbs
+            },
+            last_ds: ds as u8,
+            inline: st.inline | is_inline,
+            // A local invalidate never takes a fast path: nothing to inherit.
+            fm_cache: 0,
+        };
+        Ok(())
+    }
+
+    /// Stages a one-WQEBB, one-SGE WQE of the one-call API
+    /// ([`Batch::rdma_write_sge`] and friends): [`Batch::push`] with the
+    /// WQE built in registers by [`sge_wqebb`].
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn push_sge(
+        &mut self,
+        wr_id: u64,
+        op: Op,
+        flags: u8,
+        rkey: u32,
+        raddr: u64,
+        sge: Sge,
+    ) -> Result<(), PostError> {
+        let sq = &mut *self.sq;
+        let st = self.st;
+        let pi = sq.pi.wrapping_add(st.used);
+        // One test for the room and for a queue without SGEs
+        // (`post_limit` is 0 then): the cold path sorts them out.
+        if in_flight(pi, sq.ci) >= sq.post_limit {
+            return Err(if sq.lim.has_sge {
+                PostError::QueueFull
+            } else {
+                PostError::TooManySges
+            });
         }
-        if ce != 0 {
-            flags |= SHADOW_CQE;
-        }
-        let mask = sq.size.mask();
-        if let Some(e) = sq.shadow.get_mut((pi & mask) as usize) {
-            *e = SqShadowEntry {
-                wr_id: d.wr_id,
-                index,
-                wqebbs: BBS as u8,
-                flags,
-            };
-        }
-        for k in 1..wqebbs {
-            if let Some(e) = sq.shadow.get_mut((pi.wrapping_add(k) & mask) as usize) {
-                *e = SqShadowEntry::EMPTY;
-            }
-        }
-        self.last = self.used;
-        self.used += wqebbs;
-        self.nreq += 1;
-        self.last_ds = ds as u8;
-        self.inline |= is_inline;
-        // A local invalidate never takes a fast path: nothing to inherit.
-        self.fm_cache = 0;
-        self.unsignaled = if ce != 0 { 0 } else { self.unsignaled + wqebbs };
+        let Some(slot) = sq.staging.get_mut(st.used as usize) else {
+            return Err(PostError::BatchFull);
+        };
+        let (fm_ce_se, shadow_flags) = ctrl_flags(flags, &sq.lim, st.fm_cache, st.unsignaled, 1);
+        let index = wq_counter16(pi);
+        let (ctrl0, ds, remote) = sq.lim.sge_shape(op);
+        *slot = sge_wqebb(ctrl0, index, fm_ce_se, remote, rkey, raddr, sge);
+        sq.record(pi, wr_id, index, 1, shadow_flags);
+        self.st = BatchState {
+            used: st.used + 1,
+            nreq: st.nreq + 1,
+            last: st.used,
+            unsignaled: if shadow_flags & SHADOW_CQE != 0 {
+                0
+            } else {
+                st.unsignaled + 1
+            },
+            last_ds: ds,
+            inline: st.inline,
+            fm_cache: 0,
+        };
         Ok(())
     }
 
@@ -295,10 +428,10 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
                     },
                     data,
                 };
-                Some(self.push::<_, 1>(d, 3, &body, false))
+                Some(self.push::<_, 1>(d.wr_id, d.op, d.flags, d_imm(d), 3, &body, false))
             }
             (QpType::Rc | QpType::Uc, Op::Send | Op::SendImm | Op::SendInv) => {
-                Some(self.push::<_, 1>(d, 2, &data, false))
+                Some(self.push::<_, 1>(d.wr_id, d.op, d.flags, d_imm(d), 2, &data, false))
             }
             (QpType::Ud, Op::Send | Op::SendImm) => {
                 // libmlx5 `_set_datagram_seg`: the AV, then the remote QPN
@@ -308,7 +441,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
                 dg.dqp_dct = zerocopy::transmute!(Be32::new(remote_qpn | EXTENDED_UD_AV));
                 dg.qkey = Be32::new(qkey);
                 let body = DatagramSge { av: dg, data };
-                Some(self.push::<_, 2>(d, 5, &body, false))
+                Some(self.push::<_, 2>(d.wr_id, d.op, d.flags, d_imm(d), 5, &body, false))
             }
             _ => None,
         }
@@ -344,7 +477,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
             copy_small(dst, data);
         }
         let ds = 1 + (4 + len).div_ceil(SEND_WQE_DS) as u32;
-        Some(self.push::<_, 1>(d, ds, &body, true))
+        Some(self.push::<_, 1>(d.wr_id, d.op, d.flags, d_imm(d), ds, &body, true))
     }
 
     /// [`super::Wr::frame`] for a raw Ethernet send of one piece longer
@@ -393,6 +526,6 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
                 addr: Be64::new(addr.wrapping_add(HDR as u64)),
             },
         };
-        Some(self.push::<_, 1>(d, 4, &body, false))
+        Some(self.push::<_, 1>(d.wr_id, d.op, d.flags, d_imm(d), 4, &body, false))
     }
 }

@@ -310,6 +310,7 @@ pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, Rin
     let cfg = CqConfig {
         compression: Some((params.layout.core(), params.core_format())),
         striding_rq: params.striding(),
+        unzip: crate::cpu::best_unzip(),
         ..CqConfig::default()
     };
     let core_size = match params.cqe_size {

@@ -219,7 +219,7 @@ impl CoreCq {
             compression: self.parts.compression.map(core_compression),
             striding_rq,
             timestamp: TimestampFormat::RealTime,
-            ..CqConfig::default()
+            unzip: crate::cpu::best_unzip(),
         }
     }
 }

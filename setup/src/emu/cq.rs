@@ -124,11 +124,51 @@ pub struct Completion {
     pub class: CqeClass,
 }
 
+/// What a CQ wrote, kept for the recorder ([`super::record`]) while
+/// [`Cq::trace`] is on: the bytes as left in the ring right after the
+/// write, and the completions the device meant them to carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CqTrace {
+    /// A regular CQE.
+    Regular {
+        /// Its consumer index (free-running).
+        ci: u32,
+        /// The whole slot (64 or 128 bytes).
+        bytes: Vec<u8>,
+        /// The completion, before owner and validity were stamped.
+        completion: Completion,
+        /// The owner bit written.
+        owner: bool,
+        /// The validity iteration count written (enhanced layout), else 0.
+        signature: u8,
+    },
+    /// A compressed session: a basic title with its arrays, or an enhanced
+    /// title (the last regular CQE) followed by its compressed CQEs up to
+    /// and including the one just written.
+    Session {
+        /// Consumer index of the first slot in `bytes` (the title).
+        ci: u32,
+        /// The slots from the title to the last one the session covers.
+        bytes: Vec<u8>,
+        /// Every completion those slots stand for, title first.
+        completions: Vec<Completion>,
+        /// The mini-CQE format, by its `mlx5dp decode` name.
+        mini_format: &'static str,
+        /// Whether responder completions are striding-RQ ones.
+        striding: bool,
+    },
+}
+
 /// The enhanced-layout title currently in force.
 #[derive(Clone, Debug)]
 struct Title {
     key: Cqe64,
     class: CqeClass,
+    /// Its consumer index.
+    ci: u32,
+    /// The completions it and its minis stand for so far (kept only while
+    /// tracing).
+    members: Vec<Completion>,
     /// The last completion the title (or a mini after it) stood for.
     last_counter: u16,
     last_class: CqeClass,
@@ -180,6 +220,8 @@ pub struct Cq {
     pub armed: Option<(u8, u8)>,
     /// Counters.
     pub stats: CqStats,
+    /// What was written, while tracing (`None`: not tracing, nothing kept).
+    pub trace: Option<Vec<CqTrace>>,
     title: Option<Title>,
 }
 
@@ -220,6 +262,7 @@ impl Cq {
             overrun: false,
             armed: None,
             stats: CqStats::default(),
+            trace: None,
             title: None,
         }
     }
@@ -361,19 +404,71 @@ impl Cq {
     }
 
     fn write_regular(&mut self, c: &Completion) {
-        self.publish(self.pi, c.cqe);
+        let ci = self.pi;
+        self.publish(ci, c.cqe);
+        if self.trace.is_some() {
+            let t = CqTrace::Regular {
+                ci,
+                bytes: self.slot_bytes(ci, 1),
+                completion: c.clone(),
+                owner: self.size.owner_parity(ci),
+                signature: if handover_enhanced(self.comp) {
+                    self.size.iteration(ci)
+                } else {
+                    0
+                },
+            };
+            if let Some(v) = self.trace.as_mut() {
+                v.push(t);
+            }
+        }
         self.pi = self.pi.wrapping_add(1);
         self.stats.regular += 1;
+        let members = if self.trace.is_some() {
+            vec![c.clone()]
+        } else {
+            Vec::new()
+        };
         self.title = match c.class {
             CqeClass::Error => None,
             class => Some(Title {
                 key: compat_key(self.mini_format(class), &c.cqe),
                 class,
+                ci,
+                members,
                 last_counter: c.cqe.wqe_counter.get(),
                 last_class: class,
                 count: 1,
             }),
         };
+    }
+
+    /// The bytes of `n` whole slots from consumer index `ci` (wrapping).
+    fn slot_bytes(&self, ci: u32, n: u32) -> Vec<u8> {
+        let stride = self.cqe_size.bytes();
+        let mut out = vec![0u8; stride * n as usize];
+        for k in 0..n {
+            let off = self.size.slot(ci.wrapping_add(k)) * stride;
+            let dst = &mut out[stride * k as usize..stride * (k as usize + 1)];
+            let _ = self.ring.read(off, dst);
+        }
+        out
+    }
+
+    fn trace_session(&mut self, ci: u32, n: u32, completions: Vec<Completion>, fmt: MiniFormat) {
+        let striding = completions
+            .iter()
+            .any(|c| matches!(c.class, CqeClass::Resp(RqClass::Striding { .. })));
+        let t = CqTrace::Session {
+            ci,
+            bytes: self.slot_bytes(ci, n),
+            completions,
+            mini_format: fmt.name(),
+            striding,
+        };
+        if let Some(v) = self.trace.as_mut() {
+            v.push(t);
+        }
     }
 
     /// The mini format a completion of `class` would use on this CQ.
@@ -462,6 +557,10 @@ impl Cq {
         title.byte_cnt.set(n as u32);
         title.op_own.set_format(3);
         self.publish(s, title);
+        if self.trace.is_some() {
+            let members: Vec<Completion> = self.pending.iter().take(n).cloned().collect();
+            self.trace_session(s, n as u32, members, fmt);
+        }
         self.pi = s.wrapping_add(n as u32);
         self.stats.compressed_blocks += 1;
         self.stats.minis += n as u64;
@@ -505,6 +604,16 @@ impl Cq {
             title.last_counter = counter;
             title.count += n as u32;
         }
+        if self.trace.is_some() {
+            let block: Vec<Completion> = self.pending.iter().take(n).cloned().collect();
+            if let Some(title) = self.title.as_mut() {
+                title.members.extend(block);
+                let members = title.members.clone();
+                let tci = title.ci;
+                let span = s.wrapping_add(n as u32).wrapping_sub(tci);
+                self.trace_session(tci, span, members, fmt);
+            }
+        }
         self.pi = s.wrapping_add(n as u32);
         self.stats.compressed_blocks += 1;
         self.stats.minis += n as u64;
@@ -520,6 +629,19 @@ enum MiniFormat {
 }
 
 impl MiniFormat {
+    /// The `mlx5dp decode` name of the format.
+    fn name(self) -> &'static str {
+        match self {
+            MiniFormat::Req => "req",
+            MiniFormat::Resp(MiniCqeFormat::Hash) => "hash",
+            MiniFormat::Resp(MiniCqeFormat::Csum) => "csum",
+            MiniFormat::Resp(MiniCqeFormat::FtagStridx) => "ftag-stridx",
+            MiniFormat::Resp(MiniCqeFormat::CsumStridx) => "csum-stridx",
+            MiniFormat::Resp(MiniCqeFormat::L34hStridx) => "l34h-stridx",
+            MiniFormat::Resp(MiniCqeFormat::Unknown(_)) => "unknown",
+        }
+    }
+
     fn has_stride_index(self) -> bool {
         matches!(
             self,

@@ -35,6 +35,7 @@ use super::qp::{
     self, EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts, Qp, QpAttrs, RecvWqe, Rq, RqAttach, Sq,
     Srq, Striding,
 };
+use super::record::{self, Expects, Record, RecordStats, Recorder};
 use super::wqe::{self, AtomicOp, AvInfo, EthKind, Op, ParseCtx, Sge, Wqe, WqeFault};
 use super::{
     Access, Cqn, EmuError, EmuEvent, Pdn, QpState, QpType, Qpn, Srqn, VendorSyndrome, Xrcdn,
@@ -45,6 +46,7 @@ use mlx5dp::prm::{
     CQE_VIC_INIT, UAR_BF_OFFSET, UAR_CQ_DOORBELL_OFFSET, UAR_PAGE_SIZE,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -288,6 +290,8 @@ pub struct Device {
     next_cq: u32,
     next_qp: u32,
     next_srq: u32,
+    /// The trace recorder, when recording ([`Device::start_recording`]).
+    rec: Option<Box<Recorder>>,
 }
 
 impl Default for Device {
@@ -402,6 +406,7 @@ impl Device {
             next_cq: 0x400,
             next_qp: 0x108,
             next_srq: 0x21,
+            rec: None,
         }
     }
 
@@ -559,7 +564,7 @@ impl Device {
             DmaBlock::new(UAR_PAGE_SIZE, UAR_PAGE_SIZE).map_err(|_| EmuError::no_memory(VERB))?;
         let cqn = Cqn(self.next_cq);
         self.next_cq += 1;
-        let cq = Cq::new(
+        let mut cq = Cq::new(
             cqn,
             Arc::new(ring),
             size,
@@ -568,6 +573,9 @@ impl Device {
             init.compression,
             init.ignore_overrun,
         );
+        if self.rec.is_some() {
+            cq.trace = Some(Vec::new());
+        }
         self.cqs.insert(cqn, cq);
         self.cq_uars.insert(cqn, Arc::new(uar));
         Ok(cqn)
@@ -1139,10 +1147,184 @@ impl Device {
         let mut events = Vec::new();
         for cq in self.cqs.values_mut() {
             cq.release_delayed(now);
+            if let Some(r) = self.rec.as_mut() {
+                if !cq.pending.is_empty() {
+                    let ci = cq.dbrec.load_be32_acquire(0).unwrap_or(0);
+                    if r.dbrec_changed("cq", cq.cqn.0, 0, ci) {
+                        let mut e = Expects::new();
+                        e.hex("ci", ci & 0x00ff_ffff);
+                        r.record(&Record {
+                            kind: "dbrec",
+                            params: vec![
+                                ("queue", format!("cq {:#x}", cq.cqn.0)),
+                                ("word", "0".into()),
+                            ],
+                            expect: e,
+                            notes: Vec::new(),
+                            bytes: &ci.to_be_bytes(),
+                        });
+                    }
+                }
+            }
             cq.flush(&mut events);
+            if let Some(r) = self.rec.as_mut() {
+                let traces = cq.trace.as_mut().map(std::mem::take).unwrap_or_default();
+                for t in &traces {
+                    r.record(&record::cq_record(
+                        cq.cqn.0,
+                        cq.size.entries(),
+                        cq.cqe_size,
+                        cq.comp,
+                        t,
+                    ));
+                }
+            }
         }
         self.events.extend(events);
         rep
+    }
+
+    // ----------------------------------------------------------------------
+    // Recording
+    // ----------------------------------------------------------------------
+
+    /// Starts recording what the device sees into `path` (an `hw-traces/`
+    /// record file; the scenario family is the file stem), replacing any
+    /// recording in progress. Saved by [`Self::stop_recording`].
+    pub fn start_recording(&mut self, path: impl AsRef<Path>) {
+        let path = path.as_ref();
+        let family = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("emulated");
+        self.start_recording_to(Recorder::new(family, Some(path)));
+    }
+
+    /// Starts recording into `rec` (a file or an in-memory sink).
+    pub fn start_recording_to(&mut self, rec: Recorder) {
+        for cq in self.cqs.values_mut() {
+            cq.trace = Some(Vec::new());
+        }
+        self.rec = Some(Box::new(rec));
+    }
+
+    /// The recorder, while recording.
+    pub fn recorder(&self) -> Option<&Recorder> {
+        self.rec.as_deref()
+    }
+
+    /// Stops recording: saves the file (if the recorder has one) and
+    /// returns what was recorded; `None` when not recording.
+    pub fn stop_recording(&mut self) -> Option<std::io::Result<RecordStats>> {
+        for cq in self.cqs.values_mut() {
+            cq.trace = None;
+        }
+        self.rec.take().map(|r| r.finish())
+    }
+
+    /// Stops recording and hands the recorder back unsaved.
+    pub fn take_recorder(&mut self) -> Option<Recorder> {
+        for cq in self.cqs.values_mut() {
+            cq.trace = None;
+        }
+        self.rec.take().map(|r| *r)
+    }
+
+    /// Records a doorbell-record word the device acted on, if it changed.
+    fn rec_dbrec(&mut self, queue: &'static str, num: u32, word: u8, value: u32) {
+        let Some(r) = self.rec.as_mut() else { return };
+        if !r.dbrec_changed(queue, num, word, value) {
+            return;
+        }
+        let mut e = Expects::new();
+        e.hex("counter", value & 0xffff);
+        r.record(&Record {
+            kind: "dbrec",
+            params: vec![
+                ("queue", format!("{queue} {num:#x}")),
+                ("word", word.to_string()),
+            ],
+            expect: e,
+            notes: Vec::new(),
+            bytes: &value.to_be_bytes(),
+        });
+    }
+
+    /// Records the receive doorbell record of `dest` (its own RQ or SRQ).
+    fn rec_rq_dbrec(&mut self, dest: Qpn, xrc_srqn: Option<u32>) {
+        let Some(qp) = self.qps.get(&dest) else {
+            return;
+        };
+        let (queue, num, value) = match (xrc_srqn, &qp.rq) {
+            (Some(s), _) => match self.srqs.get(&Srqn(s)) {
+                Some(srq) => ("srq", s, srq.dbrec.load_be32_acquire(0).unwrap_or(0)),
+                None => return,
+            },
+            (None, RqAttach::Own(_)) => ("rq", dest.0, qp.dbrec.load_be32_acquire(0).unwrap_or(0)),
+            (None, RqAttach::Srq(s)) => match self.srqs.get(s) {
+                Some(srq) => ("srq", s.0, srq.dbrec.load_be32_acquire(0).unwrap_or(0)),
+                None => return,
+            },
+            (None, RqAttach::None) => return,
+        };
+        self.rec_dbrec(queue, num, 0, value);
+    }
+
+    /// Records a WQE as read from the ring, with what the device parsed.
+    fn rec_wqe(
+        &mut self,
+        qp_type: QpType,
+        ring: u32,
+        ci: u32,
+        bytes: &[u8],
+        parsed: Result<&Wqe, wqe::WqeFault>,
+    ) {
+        let Some(r) = self.rec.as_mut() else { return };
+        if !r.wants("wqe") {
+            return;
+        }
+        let Some(ctrl) = wqe::peek_ctrl(bytes) else {
+            return;
+        };
+        let (expect, notes) = record::wqe_expects(ctrl, parsed);
+        r.record(&Record {
+            kind: "wqe",
+            params: vec![
+                ("qp", record::qp_name(qp_type).to_string()),
+                ("ring-size", ring.to_string()),
+                ("ci", ci.to_string()),
+            ],
+            expect,
+            notes,
+            bytes,
+        });
+    }
+
+    /// Records an SQ doorbell or BlueFlame write the device observed.
+    fn rec_sq_mmio(&mut self, qpn: Qpn, off: usize, seen: &[u8]) {
+        let qp_type = self.qps.get(&qpn).map_or(QpType::Rc, |q| q.qp_type);
+        let Some(r) = self.rec.as_mut() else { return };
+        let Some(ctrl) = wqe::peek_ctrl(&[seen, &[0u8; 16]].concat()) else {
+            return;
+        };
+        let mut e = Expects::new();
+        record::ctrl_expects(&mut e, ctrl);
+        let note = if seen.len() > 8 {
+            "a BlueFlame copy of the WQE (the register write as the device saw it)"
+        } else {
+            "an 8-byte SQ doorbell: the first 8 bytes of the control segment"
+        };
+        r.record(&Record {
+            kind: "mmio_write",
+            params: vec![
+                ("queue", format!("sq {:#x}", qpn.0)),
+                ("qp", record::qp_name(qp_type).to_string()),
+                ("offset", format!("{off:#x}")),
+            ],
+            expect: e,
+            notes: vec![note.to_string()],
+            bytes: seen,
+        });
     }
 
     /// Reads every UAR register the core may have written.
@@ -1184,6 +1366,13 @@ impl Device {
             let Some((_, _, idx, wqpn, ds)) = wqe::peek_ctrl(&[&word[..], &[0; 8]].concat()) else {
                 continue;
             };
+            if self.rec.is_some() {
+                let len = (usize::from(ds) * 16).min(half).max(8);
+                let mut seen = vec![0u8; len];
+                let _ = uar.read(off, &mut seen);
+                seen[..8].copy_from_slice(&word);
+                self.rec_sq_mmio(qpn, off, &seen);
+            }
             if wqpn != qpn.0 {
                 self.events.push(EmuEvent::UarUnknownTarget { num: wqpn });
             } else {
@@ -1248,6 +1437,35 @@ impl Device {
         if rec != arm {
             self.events.push(EmuEvent::ArmMismatch { cqn });
         }
+        if let Some(r) = self.rec.as_mut() {
+            let mut e = Expects::new();
+            record::arm_expects(&mut e, arm);
+            e.hex("cqn", num);
+            r.record(&Record {
+                kind: "mmio_write",
+                params: vec![
+                    ("queue", format!("cq {:#x}", cqn.0)),
+                    ("offset", format!("{UAR_CQ_DOORBELL_OFFSET:#x}")),
+                ],
+                expect: e,
+                notes: vec!["the CQ arm doorbell: arm word, then CQN, both big-endian".into()],
+                bytes: &word,
+            });
+            if r.dbrec_changed("cq", cqn.0, 1, rec) {
+                let mut e = Expects::new();
+                record::arm_expects(&mut e, rec);
+                r.record(&Record {
+                    kind: "dbrec",
+                    params: vec![("queue", format!("cq {:#x}", cqn.0)), ("word", "1".into())],
+                    expect: e,
+                    notes: Vec::new(),
+                    bytes: &rec.to_be_bytes(),
+                });
+            }
+        }
+        let Some(cq) = self.cqs.get_mut(&cqn) else {
+            return;
+        };
         let word = mlx5dp::prm::CqArmWord::from_bits(Be32::new(arm));
         let mut events = Vec::new();
         cq.arm(word.cmd(), word.arm_sn(), word.ci(), &mut events);
@@ -1280,6 +1498,9 @@ impl Device {
             }
             let (ring, size, ci) = (Arc::clone(&sq.ring), sq.size, sq.ci);
             let db = qp.dbrec.load_be32_acquire(4).unwrap_or(0);
+            if self.rec.is_some() {
+                self.rec_dbrec("sq", qpn.0, 1, db);
+            }
             let avail = match qp::available(db, ci, size) {
                 Some(0) => break,
                 Some(n) => n,
@@ -1327,7 +1548,19 @@ impl Device {
             let bytes = read_ring(&ring, size, ci, bbs);
             let wqe_bytes = &bytes[..usize::from(ds.max(1)) * 16];
             let ctx = self.parse_ctx(qpn, wqe_index);
-            let outcome = match ctx.map(|c| wqe::parse(wqe_bytes, &c)) {
+            let parsed = ctx.map(|c| wqe::parse(wqe_bytes, &c));
+            if self.rec.is_some() {
+                if let (Some(p), Some(c)) = (&parsed, ctx) {
+                    self.rec_wqe(
+                        c.qp_type,
+                        size.entries(),
+                        ci,
+                        wqe_bytes,
+                        p.as_ref().map_err(|f| *f),
+                    );
+                }
+            }
+            let outcome = match parsed {
                 None => break,
                 Some(Err(f)) => Outcome::Fail(wqe_fault_syndrome(f)),
                 Some(Ok(w)) => self.execute(qpn, &w),
@@ -1938,6 +2171,9 @@ impl Device {
         xrc_srqn: Option<u32>,
         msg: &IbMsg<'_>,
     ) -> Result<(), RespFault> {
+        if self.rec.is_some() {
+            self.rec_rq_dbrec(dest, xrc_srqn);
+        }
         if self.take_rnr(dest) {
             return Err(RespFault::Rnr);
         }
@@ -2220,6 +2456,9 @@ impl Device {
 
     /// Receives a frame on a raw QP's cyclic or striding RQ.
     fn receive_frame(&mut self, qpn: Qpn, flow_tag: u32, frame: &[u8], src: Qpn) {
+        if self.rec.is_some() {
+            self.rec_rq_dbrec(qpn, None);
+        }
         let Some(qp) = self.qps.get(&qpn) else { return };
         let (stripped, tci) = if qp.vlan_strip {
             eth::strip_cvlan(frame)

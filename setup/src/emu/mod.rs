@@ -21,7 +21,8 @@
 //! - [`device`]: the device, its resources, the step-mode engine and fault
 //!   injection;
 //! - [`core_parts`]: the raw parts as the core's types take them;
-//! - [`thread`]: the device on its own thread (throughput runs).
+//! - [`thread`]: the device on its own thread (throughput runs);
+//! - [`record`]: recording what the device saw into `hw-traces/` records.
 //!
 //! Step mode: tests write WQEs into the rings, write the doorbell records,
 //! then drive the device with [`Device::process_sq`] (one QP) or
@@ -41,6 +42,7 @@ pub mod eth;
 pub mod mem;
 pub mod mr;
 pub mod qp;
+pub mod record;
 pub mod thread;
 pub mod wqe;
 
@@ -53,6 +55,7 @@ pub use cq::{CompressionCfg, CompressionLayout, CqeSize};
 pub use device::{CqInit, Device, Fault, QpAttr, QpInit, RqInit, SrqInit, StepReport};
 pub use mem::{DmaBlock, MemError, Region, UserRegion};
 pub use qp::{EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts};
+pub use record::{RecordStats, Recorder};
 pub use thread::DeviceThread;
 
 use std::fmt;

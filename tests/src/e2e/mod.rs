@@ -17,6 +17,7 @@
 //! for the life of a test process.
 
 pub mod check;
+pub mod frames;
 pub mod rng;
 pub mod srq;
 

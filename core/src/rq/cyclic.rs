@@ -11,46 +11,14 @@
 //! The wr_id shadow is caller-provided memory (the core does not allocate);
 //! completions are retired against it with the device-reported
 //! `wqe_counter` checked to be in flight first.
-//!
-//! SRQ and striding RQ: not yet (issue 4, later steps).
-// `deny`, not `forbid`: only the unit tests (ring memory setup) use unsafe.
-#![deny(unsafe_code)]
 
+use super::{RqError, Sge};
 use crate::barrier;
 use crate::cq::LookupError;
 use crate::index::{in_flight, wq_counter16, RingSize};
 use crate::mmio::DeviceWord;
 use crate::prm::{Be32, Be64, DataSeg, INVALID_LKEY};
 use crate::ring::RingBuf;
-
-/// One scatter entry (`struct ibv_sge`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sge {
-    /// Buffer address.
-    pub addr: u64,
-    /// Length in bytes.
-    pub length: u32,
-    /// Local key.
-    pub lkey: u32,
-}
-
-/// Why a receive could not be posted (nothing was written).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RqError {
-    /// Every WQE is in flight.
-    QueueFull,
-    /// More SGEs than a WQE holds.
-    TooManySges {
-        /// SGEs given.
-        given: usize,
-        /// SGEs a WQE holds.
-        max: usize,
-    },
-    /// The wr_id shadow is shorter than the ring.
-    ShadowTooSmall,
-    /// The WQE stride is below 16 bytes or does not fit the ring.
-    BadStride,
-}
 
 /// A cyclic receive queue.
 #[derive(Debug)]
@@ -229,47 +197,11 @@ impl<'a> Rq<'a> {
 }
 
 #[cfg(test)]
-#[allow(unsafe_code, reason = "tests build ring memory from raw parts")]
 mod tests {
     //! Mirrors `specs/golden/libmlx5/rq-cases.txt` (libmlx5 44 `mlx5_post_recv`).
+    use super::super::test_mem::{hex, Mem};
     use super::*;
-    use std::boxed::Box;
     use std::vec::Vec;
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
-
-    struct Mem(*mut u8, usize);
-    impl Mem {
-        fn new(len: usize) -> Self {
-            let v = std::vec![0xa5u8; len].into_boxed_slice();
-            Self(Box::into_raw(v).cast::<u8>(), len)
-        }
-        fn ring(&self) -> RingBuf<'_> {
-            // SAFETY: the allocation is live for the borrow and only the RQ writes it.
-            unsafe { RingBuf::new(self.0, self.1) }.unwrap()
-        }
-        fn bytes(&self, off: usize, n: usize) -> Vec<u8> {
-            let mut v = std::vec![0u8; n];
-            // SAFETY: in bounds of the live allocation.
-            unsafe { core::ptr::copy_nonoverlapping(self.0.add(off), v.as_mut_ptr(), n) }
-            v
-        }
-    }
-    impl Drop for Mem {
-        fn drop(&mut self) {
-            // SAFETY: from `Box::into_raw` of a boxed slice of this length.
-            unsafe {
-                drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
-                    self.0, self.1,
-                )))
-            }
-        }
-    }
 
     #[test]
     fn one_sge_of_two_with_terminator() {

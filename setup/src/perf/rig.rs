@@ -1,0 +1,219 @@
+//! Where the perf tests' queues come from: the core's [`Cq`], [`SendQueue`]
+//! and [`Rq`] built over the raw parts a [`Backend`] hands out, and a
+//! striding-RQ poster (the core has none yet; DPDK `mlx5_rxq_mprq`).
+//!
+//! This is the only module of [`super`] with `unsafe`: the core's
+//! constructors over raw parts. The parts' owners ([`CoreCq`], [`QpHandle`])
+//! are leaked, so the memory the queues borrow lives as long as the
+//! process (a few kilobytes per queue; a perf run creates a handful).
+
+use super::PerfError;
+use crate::backend::{Backend, QpHandle};
+use crate::emu::{CompressionCfg, CoreCq, CqInit, CqeSize, EmuRqKind, QpInit, RqRawParts};
+use mlx5dp::barrier;
+use mlx5dp::cq::{Cq, LookupError, StrideCompletion};
+use mlx5dp::prm::{Be32, Be64, DataSeg};
+use mlx5dp::rq::Rq;
+use mlx5dp::sq::{DoorbellPolicy, QpKind, SendQueue, SqShadowEntry, Wqebb};
+use zerocopy::IntoBytes;
+
+/// Moves `t` to the heap for the rest of the process.
+pub fn leak<T>(t: T) -> &'static mut T {
+    Box::leak(Box::new(t))
+}
+
+/// Creates a CQ of `cqe_cnt` 64-byte CQEs and builds the core's poller on it.
+pub fn cq<B: Backend>(
+    be: &mut B,
+    cqe_cnt: u32,
+    compression: Option<CompressionCfg>,
+    striding_rq: bool,
+) -> Result<Cq, PerfError> {
+    let parts: &'static CoreCq = leak(
+        be.create_cq(CqInit {
+            cqe_cnt,
+            cqe_size: CqeSize::B64,
+            compression,
+            ignore_overrun: false,
+        })
+        .map_err(|e| PerfError::setup("create_cq", e))?,
+    );
+    let cfg = parts.config(striding_rq);
+    // SAFETY: the parts come from the device for this new CQ; their memory
+    // is kept alive by `parts`, leaked for the life of the process; this
+    // `Cq` is the only software that polls it.
+    unsafe { Cq::from_raw_parts(parts.raw_parts(), cfg, 0) }
+        .map_err(|e| PerfError::setup("Cq::from_raw_parts", format!("{e:?}")))
+}
+
+/// Creates a QP (in RESET).
+pub fn qp<B: Backend>(be: &mut B, init: QpInit) -> Result<&'static QpHandle, PerfError> {
+    Ok(leak(
+        be.create_qp(init)
+            .map_err(|e| PerfError::setup("create_qp", e))?,
+    ))
+}
+
+/// The core's send queue of `h`, with a full-ring shadow and staging area;
+/// `adjust` may change the configuration derived from the QP first.
+pub fn send_queue<B: Backend, P: DoorbellPolicy, Q: QpKind>(
+    be: &B,
+    h: &'static QpHandle,
+    adjust: impl FnOnce(&mut mlx5dp::sq::SqConfig),
+) -> Result<SendQueue<'static, P, Q>, PerfError> {
+    let sq =
+        h.sq.as_ref()
+            .ok_or_else(|| PerfError::setup("send_queue", "the QP has no send queue"))?;
+    let n = sq.emu_parts().wqe_cnt as usize;
+    let shadow = leak(vec![SqShadowEntry::EMPTY; n]).as_mut_slice();
+    let staging = leak(vec![Wqebb::ZERO; n.max(16)]).as_mut_slice();
+    let mut cfg = sq.config(&be.caps());
+    adjust(&mut cfg);
+    // SAFETY: the parts come from the device for this QP and stay alive
+    // (the handle is leaked); this is the only queue built on them, and
+    // nothing else posts to the QP.
+    unsafe { SendQueue::new_typed(sq.raw_parts(), cfg, shadow, staging) }
+        .map_err(|e| PerfError::setup("SendQueue::new", format!("{e:?}")))
+}
+
+/// The core's cyclic receive queue of `h`. Call once per QP.
+pub fn recv_queue(h: &'static QpHandle) -> Result<Rq<'static>, PerfError> {
+    let rq =
+        h.rq.as_ref()
+            .ok_or_else(|| PerfError::setup("recv_queue", "the QP has no receive queue"))?;
+    // SAFETY: called once per QP (each test builds one queue per QP); the
+    // handle, and so the memory, is leaked.
+    let p =
+        unsafe { rq.raw_parts() }.ok_or_else(|| PerfError::setup("recv_queue", "bad RQ parts"))?;
+    let wrid = leak(vec![0u64; p.size.entries() as usize]).as_mut_slice();
+    Rq::new(p.ring, p.size, p.wqe_shift, p.dbrec, wrid, 0)
+        .map_err(|e| PerfError::setup("Rq::new", format!("{e:?}")))
+}
+
+/// A striding (multi-packet) RQ: each WQE is one buffer of
+/// `2^log_num_strides` strides; packets take consecutive strides; a WQE is
+/// done when its strides are all consumed (by packets or a filler).
+#[derive(Debug)]
+pub struct StridingRq {
+    parts: RqRawParts<'static>,
+    base: u64,
+    lkey: u32,
+    num_strides: u32,
+    stride_bytes: u32,
+    head: u32,
+    tail: u32,
+    consumed: u32,
+}
+
+impl StridingRq {
+    /// A poster over `h`'s striding RQ receiving into `len` bytes at device
+    /// address `base` (key `lkey`). Call once per QP.
+    pub fn new(h: &'static QpHandle, base: u64, lkey: u32, len: usize) -> Result<Self, PerfError> {
+        let rq =
+            h.rq.as_ref()
+                .ok_or_else(|| PerfError::setup("striding RQ", "the QP has no receive queue"))?;
+        // SAFETY: called once per QP; the handle (and the memory) is leaked.
+        let parts = unsafe { rq.raw_parts() }
+            .ok_or_else(|| PerfError::setup("striding RQ", "bad RQ parts"))?;
+        let EmuRqKind::Striding {
+            log_num_strides,
+            log_stride_bytes,
+        } = parts.kind
+        else {
+            return Err(PerfError::setup("striding RQ", "not a striding RQ"));
+        };
+        let me = Self {
+            num_strides: 1 << log_num_strides,
+            stride_bytes: 1 << log_stride_bytes,
+            head: 0,
+            tail: 0,
+            consumed: 0,
+            base,
+            lkey,
+            parts,
+        };
+        if len < me.parts.size.entries() as usize * me.wqe_bytes() {
+            return Err(PerfError::setup("striding RQ", "receive buffer too small"));
+        }
+        Ok(me)
+    }
+
+    /// Bytes of one WQE's buffer.
+    pub fn wqe_bytes(&self) -> usize {
+        (self.num_strides * self.stride_bytes) as usize
+    }
+
+    /// Strides per WQE.
+    pub fn num_strides(&self) -> u32 {
+        self.num_strides
+    }
+
+    /// Bytes per stride.
+    pub fn stride_bytes(&self) -> u32 {
+        self.stride_bytes
+    }
+
+    /// WQEs in the ring.
+    pub fn entries(&self) -> u32 {
+        self.parts.size.entries()
+    }
+
+    /// WQEs posted and not done.
+    pub fn outstanding(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+
+    /// Strides still free in the WQEs posted (the device's credit).
+    pub fn free_strides(&self) -> u32 {
+        (self.outstanding() * self.num_strides).saturating_sub(self.consumed)
+    }
+
+    /// Posts WQEs until the ring is full, then publishes them; returns how
+    /// many were posted.
+    pub fn refill(&mut self) -> u32 {
+        let mut n = 0;
+        while self.outstanding() < self.parts.size.entries() {
+            let slot = self.parts.size.slot(self.head);
+            // A striding RQ WQE: 16 reserved bytes, then one data segment.
+            let mut wqe = [0u8; 32];
+            let seg = DataSeg {
+                byte_count: Be32::new(self.wqe_bytes() as u32),
+                lkey: Be32::new(self.lkey),
+                addr: Be64::new(self.base + (slot * self.wqe_bytes()) as u64),
+            };
+            wqe[16..].copy_from_slice(seg.as_bytes());
+            let stride = 1usize << (self.parts.wqe_shift);
+            self.parts.ring.write_wrapping(slot * stride, &wqe);
+            self.head = self.head.wrapping_add(1);
+            n += 1;
+        }
+        if n > 0 {
+            // The WQEs must be visible before the counter that publishes them.
+            barrier::to_device();
+            self.parts.dbrec.write_be(self.head & 0xffff);
+        }
+        n
+    }
+
+    /// Accounts for a stride completion: whether it carried a packet.
+    pub fn retire(&mut self, c: StrideCompletion, error: bool) -> Result<bool, LookupError> {
+        if self.outstanding() == 0 {
+            return Err(LookupError::NotInFlight);
+        }
+        if !error && c.wqe_id != self.tail as u16 {
+            return Err(LookupError::NotInFlight);
+        }
+        self.consumed += u32::from(c.strides);
+        if error || self.consumed >= self.num_strides {
+            self.consumed = 0;
+            self.tail = self.tail.wrapping_add(1);
+        }
+        Ok(!c.filler && !error)
+    }
+
+    /// Offset in the receive buffer of stride `stride_index` of WQE `wqe_id`.
+    pub fn offset(&self, wqe_id: u16, stride_index: u16) -> usize {
+        let slot = usize::from(wqe_id) & self.parts.size.mask() as usize;
+        slot * self.wqe_bytes() + usize::from(stride_index) * self.stride_bytes as usize
+    }
+}
