@@ -32,7 +32,7 @@
 pub mod cyclic;
 pub mod mprq;
 pub mod srq;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod test_mem;
 
 pub use cyclic::Rq;
