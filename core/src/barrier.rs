@@ -450,7 +450,8 @@ pub mod peer {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use crate::mmio::DeviceWord;

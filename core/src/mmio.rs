@@ -422,7 +422,8 @@ impl<T: DeviceScalar + core::fmt::Debug> core::fmt::Debug for DeviceWord<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
 

@@ -115,7 +115,8 @@ mod fast;
 mod kind;
 pub mod mpw;
 mod shared_bf;
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests;
 
 pub use batch::{Batch, FrameSge, Sge, Wr};

@@ -98,7 +98,8 @@ impl<T: ?Sized> UnsafeCell<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
 

@@ -151,7 +151,7 @@ pub fn run(a: &InfoArgs) -> Result<String, PerfError> {
             return Err(crate::perf::device_error(&a.device));
         }
     };
-    let unzip = format!("{:?}", crate::cpu::best_unzip());
+    let unzip = crate::cpu::best_unzip().name();
     let devs = devices();
     if a.json {
         let list: Vec<Value> = devs

@@ -196,7 +196,8 @@ impl<'a> Rq<'a> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     //! Mirrors `specs/golden/libmlx5/rq-cases.txt` (libmlx5 44 `mlx5_post_recv`).
     use super::super::test_mem::{hex, Mem};

@@ -32,7 +32,8 @@
 pub mod cyclic;
 pub mod mprq;
 pub mod srq;
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod test_mem;
 
 pub use cyclic::Rq;

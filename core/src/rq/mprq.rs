@@ -480,7 +480,8 @@ impl<S: WorkQueues + ?Sized> WorkQueues for StridingWorkQueues<'_, '_, S> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     //! Stride accounting as DPDK `mlx5_rx_burst_mprq` does it.
     use super::super::test_mem::{hex, resp_cqe, CqMem, Mem};

@@ -426,7 +426,8 @@ impl<S: WorkQueues + ?Sized> WorkQueues for SrqWorkQueues<'_, '_, S> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     //! SRQ layout from libmlx5 (rdma-core 44 `mlx5_alloc_srq_buf`,
     //! `mlx5_post_srq_recv`, `mlx5_free_srq_wqe`); the golden file

@@ -1279,7 +1279,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> AnyTxQueue<'a, P, Q> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 #[expect(
     unsafe_code,
     reason = "test fixture: ordinary memory standing in for the SQ buffer, doorbell record and UAR"
