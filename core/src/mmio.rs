@@ -12,24 +12,30 @@
 //!   would let the compiler invent reads of MMIO.
 //! - [`DeviceWord`]: one naturally aligned scalar of host memory shared with
 //!   the device (a doorbell-record counter, a CQE ownership byte), read and
-//!   written with single volatile accesses; under `cfg(loom)` a `loom`
-//!   atomic, so that models check publication through it.
+//!   written with single `Relaxed` atomic accesses (plain loads and stores
+//!   of the whole scalar, race-free against the emulated device's thread);
+//!   under `cfg(loom)` a `loom` atomic, so that models check publication
+//!   through it.
 //!
 //! Neither type orders anything: ordering is [`crate::barrier`]'s job, and a
 //! doorbell sequence reads `barrier::to_device(); dbrec.write_be(pi);
 //! barrier::wc_start(); bf.write64(ctrl); barrier::wc_flush();`.
 //!
-//! # Why volatile
+//! # Why volatile for registers, atomics for host words
 //!
 //! A volatile access is performed exactly once, at its width, in program
 //! order with respect to other volatile accesses; LLVM does not split or
 //! merge volatile accesses of a target-legal integer type (LangRef,
 //! "Volatile Memory Accesses"). That is the contract of the kernel's
 //! `writeq`/`WRITE_ONCE` and of rdma-core's `mmio_write64_be` (`util/mmio.h`).
-//! Volatile accesses are *not* atomic in the Rust memory model: a CPU thread
-//! that plays the device (the emulated device) must either run in step with
-//! the core or synchronise through [`crate::barrier::peer`] fences, and the
-//! `loom` build replaces the volatile word with an atomic.
+//! MMIO registers keep volatile stores. Host-memory words shared with the
+//! device use `Relaxed` atomics instead: on every target they compile to the
+//! same single load or store as a volatile access, but they are defined in
+//! the Rust memory model when a CPU thread plays the device (the emulated
+//! device reads them with atomics on its own thread), and they make
+//! `DeviceWord` `Sync`, so a queue holding one is `Send`. Ordering still
+//! comes only from [`crate::barrier`] (and [`crate::barrier::peer`] on the
+//! device side).
 
 use core::ptr::NonNull;
 
@@ -234,9 +240,30 @@ mod sealed {
 /// A scalar that the CPU and the device exchange through host memory:
 /// `u8`, `u16`, `u32`, `u64`.
 pub trait DeviceScalar: Copy + sealed::Sealed {
+    /// The atomic of the same size (`AtomicU32` for `u32`, …): the storage
+    /// of a [`DeviceWord`].
+    #[cfg(not(loom))]
+    #[doc(hidden)]
+    type Atomic: Sync;
+
     /// Converts between the value as stored in big-endian memory order and
     /// the native value (`from_be` and `to_be` are the same involution).
     fn swap_be(self) -> Self;
+
+    /// A new atomic holding `self`.
+    #[cfg(not(loom))]
+    #[doc(hidden)]
+    fn atomic_new(self) -> Self::Atomic;
+
+    /// One `Relaxed` load.
+    #[cfg(not(loom))]
+    #[doc(hidden)]
+    fn atomic_load(a: &Self::Atomic) -> Self;
+
+    /// One `Relaxed` store.
+    #[cfg(not(loom))]
+    #[doc(hidden)]
+    fn atomic_store(a: &Self::Atomic, v: Self);
 
     /// Widens to `u64` (the storage of the `loom` build).
     #[cfg(loom)]
@@ -250,12 +277,32 @@ pub trait DeviceScalar: Copy + sealed::Sealed {
 }
 
 macro_rules! device_scalar {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $atomic:ident),*) => {$(
         impl sealed::Sealed for $t {}
         impl DeviceScalar for $t {
+            #[cfg(not(loom))]
+            type Atomic = core::sync::atomic::$atomic;
             #[inline(always)]
             fn swap_be(self) -> Self {
                 <$t>::from_be(self)
+            }
+            #[cfg(not(loom))]
+            #[inline(always)]
+            fn atomic_new(self) -> Self::Atomic {
+                core::sync::atomic::$atomic::new(self)
+            }
+            #[cfg(not(loom))]
+            #[inline(always)]
+            fn atomic_load(a: &Self::Atomic) -> Self {
+                // Relaxed: the ordering comes from the barrier module, as
+                // the doc of `DeviceWord` says.
+                a.load(core::sync::atomic::Ordering::Relaxed)
+            }
+            #[cfg(not(loom))]
+            #[inline(always)]
+            fn atomic_store(a: &Self::Atomic, v: Self) {
+                // Relaxed: the ordering comes from the barrier module.
+                a.store(v, core::sync::atomic::Ordering::Relaxed)
             }
             #[cfg(loom)]
             #[inline(always)]
@@ -271,14 +318,17 @@ macro_rules! device_scalar {
         }
     )*};
 }
-device_scalar!(u8, u16, u32, u64);
+device_scalar!(u8 => AtomicU8, u16 => AtomicU16, u32 => AtomicU32, u64 => AtomicU64);
 
 /// One naturally aligned scalar of host memory shared with the device: a
 /// doorbell-record counter (`QpDbrec::snd`, `CqDbrec::set_ci`, written by the
 /// CPU, DMA-read by the device) or an ownership byte (CQE `op_own`, written
 /// by the device's DMA, read by the CPU).
 ///
-/// Every access is a single volatile load or store of the whole scalar.
+/// Every access is a single `Relaxed` atomic load or store of the whole
+/// scalar: one plain `mov`/`ldr`/`str` of the scalar, like rdma-core's
+/// volatile accesses, and race-free against a peer thread. `DeviceWord` is
+/// `Sync`, so a queue that holds one can move to another thread.
 /// The `_be` methods convert to and from the big-endian layout of the PRM,
 /// so `dbrec.write_be(pi & 0xffff)` is rdma-core's
 /// `qp->db[MLX5_SND_DBR] = htobe32(pi & 0xffff)`.
@@ -307,7 +357,7 @@ device_scalar!(u8, u16, u32, u64);
 #[cfg(not(loom))]
 #[repr(transparent)]
 pub struct DeviceWord<T: DeviceScalar> {
-    cell: core::cell::UnsafeCell<T>,
+    cell: T::Atomic,
 }
 
 #[cfg(not(loom))]
@@ -316,9 +366,9 @@ impl<T: DeviceScalar> DeviceWord<T> {
     /// for the emulated device and tests. Real doorbell records come from
     /// [`DeviceWord::from_ptr`].
     #[inline(always)]
-    pub const fn new(value: T) -> Self {
+    pub fn new(value: T) -> Self {
         Self {
-            cell: core::cell::UnsafeCell::new(value),
+            cell: value.atomic_new(),
         }
     }
 
@@ -330,41 +380,39 @@ impl<T: DeviceScalar> DeviceWord<T> {
     /// For the lifetime `'a`:
     /// - `ptr` is non-null, aligned for `T` and valid for reads and writes of
     ///   a `T`;
-    /// - the memory is accessed only through `DeviceWord`s, by the device, or
-    ///   by a peer that synchronises with this thread (no Rust reference to
-    ///   it, no plain access racing with these volatile ones).
+    /// - the memory is accessed only through `DeviceWord`s or other atomic
+    ///   accesses, or by the device's DMA (no Rust reference to it and no
+    ///   plain access racing with these atomic ones).
     #[inline(always)]
     pub unsafe fn from_ptr<'a>(ptr: *mut T) -> &'a Self {
-        // SAFETY: `DeviceWord<T>` is `repr(transparent)` over
-        // `UnsafeCell<T>`, itself `repr(transparent)` over `T`, so the cast
-        // keeps size and alignment; the caller guarantees validity,
-        // alignment, the lifetime and that every other access is volatile,
-        // by the device, or synchronised, which the `UnsafeCell` permits.
+        // SAFETY: `DeviceWord<T>` is `repr(transparent)` over `T::Atomic`,
+        // which has the size of `T` and (for the four unsigned integers on
+        // the targets this crate builds for) its alignment; the caller
+        // guarantees validity, alignment, the lifetime and that every other
+        // access is atomic or by the device.
         unsafe { &*ptr.cast::<Self>() }
     }
 
     /// The address of the scalar (to hand to the emulated device).
     #[inline(always)]
-    pub const fn as_ptr(&self) -> *mut T {
-        self.cell.get()
+    pub fn as_ptr(&self) -> *mut T {
+        (&raw const self.cell).cast_mut().cast::<T>()
     }
 
-    /// One volatile load of the scalar as stored in memory.
+    /// One load of the scalar as stored in memory: a `Relaxed` atomic load,
+    /// which is a single plain load instruction of the whole scalar (the
+    /// access rdma-core makes with a volatile read) and, unlike a volatile
+    /// read, free of data races with a peer thread (the emulated device).
     #[inline(always)]
     pub fn read(&self) -> T {
-        // SAFETY: the pointer comes from a live `UnsafeCell<T>` (an owned
-        // word or one built by `from_ptr`, whose contract makes it aligned,
-        // valid and free of racing non-volatile accesses).
-        unsafe { self.cell.get().read_volatile() }
+        T::atomic_load(&self.cell)
     }
 
-    /// One volatile store of `value` as it should appear in memory.
+    /// One store of `value` as it should appear in memory: a `Relaxed`
+    /// atomic store, a single plain store instruction of the whole scalar.
     #[inline(always)]
     pub fn write(&self, value: T) {
-        // SAFETY: as in `read`; writing through the `UnsafeCell` of a shared
-        // reference is permitted, and `DeviceWord` is not `Sync`, so no other
-        // thread holds this reference.
-        unsafe { self.cell.get().write_volatile(value) }
+        T::atomic_store(&self.cell, value)
     }
 }
 
@@ -539,7 +587,7 @@ mod tests {
     fn owned_word_and_debug() {
         let w = DeviceWord::new(0x1234_5678_u32.to_be());
         assert_eq!(w.read_be(), 0x1234_5678);
-        assert_eq!(w.as_ptr().cast_const(), w.cell.get().cast_const());
+        assert_eq!(w.as_ptr().cast_const(), w.cell.as_ptr().cast_const());
         use std::format;
         assert_eq!(
             format!("{w:?}"),

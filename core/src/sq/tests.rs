@@ -1320,3 +1320,14 @@ fn shared_blueflame_alternates() {
     };
     assert!(SharedBlueFlame::new(short, BF_SIZE as usize, false).is_none());
 }
+
+/// One queue has one owner that may move to another thread (DESIGN: `Send`,
+/// not `Sync`): the doorbell record is a `Sync` atomic word and the register
+/// is `Send`.
+#[test]
+fn send_queue_is_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<SendQueue<'static, DoorbellOnly>>();
+    assert_send::<SendQueue<'static, BlueFlamePreferred>>();
+    assert_send::<crate::cq::Cq>();
+}
