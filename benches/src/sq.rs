@@ -14,7 +14,7 @@ use mlx5dp::mmio::DeviceWord;
 use mlx5dp::prm::{Av, Be16, Be32, DqpDct};
 use mlx5dp::sq::{
     BlueFlamePreferred, DoorbellOnly, DoorbellPolicy, PostError, QpKind, QpType, RawPacketQp, RcQp,
-    SendFlags, SendQueue, Sge, SqConfig, SqRawParts, SqShadowEntry, UdQp, Wqebb,
+    RdmaWr, SendFlags, SendQueue, Sge, SqConfig, SqRawParts, SqShadowEntry, UdQp, Wqebb,
 };
 
 use crate::{leak_raw, Scenario};
@@ -115,16 +115,24 @@ pub fn measured_rc_write_sge(sq: &mut SendQueue<'static, DoorbellOnly, RcQp>, fi
 
 /// The same RDMA WRITE posted in one call (`SendQueue::post_rdma_write`:
 /// validated, then written straight into the ring, then the doorbell).
+///
+/// A lean harness, so that the count is the post's: the loop is the wr_id
+/// counter, two running addresses (`+= 64`: every WQE still writes a
+/// different local and remote address) and the loop test; the post's
+/// result is tested (one branch). The addresses advance without the
+/// `& 0xff` wrap of the builder scenarios (nothing dereferences them).
 #[inline(never)]
 pub fn measured_rc_write_sge_post(
     sq: &mut SendQueue<'static, DoorbellOnly, RcQp>,
     first: u64,
     n: u64,
 ) {
+    let mut laddr = LADDR.wrapping_add(first.wrapping_mul(64));
+    let mut raddr = RADDR.wrapping_add(first.wrapping_mul(64));
     for i in first..first + n {
-        let off = (i & 0xff) * 64;
-        let sge = Sge::new(LKEY, LADDR + off, 64);
-        ok(sq.post_rdma_write(i, RKEY, RADDR + off, sge, SendFlags::NONE));
+        ok(sq.post_rdma_write(i, RKEY, raddr, Sge::new(LKEY, laddr, 64), SendFlags::NONE));
+        laddr = laddr.wrapping_add(64);
+        raddr = raddr.wrapping_add(64);
     }
 }
 
@@ -161,6 +169,42 @@ pub fn measured_rc_write_batch32_sge(
         }
         b.complete();
     }
+}
+
+/// Lists of 32 RDMA WRITEs posted with `SendQueue::post_rdma_write_list`,
+/// one doorbell per list; `n` is a multiple of 32.
+///
+/// Counted: the list posts and this loop (one call per 32 WQEs). Not
+/// counted: building the list. It is built once, by the scenario (32
+/// work requests with distinct wr_ids, addresses and lengths, as an
+/// application's chain of `ibv_send_wr` would be built before
+/// `ibv_post_send`), and posted again and again: the queue reads every
+/// field of every element each time, and the compiler cannot see them.
+#[inline(never)]
+pub fn measured_rc_write_list32(
+    sq: &mut SendQueue<'static, DoorbellOnly, RcQp>,
+    list: &[RdmaWr; 32],
+    n: u64,
+) {
+    for _ in 0..n / 32 {
+        ok(sq.post_rdma_write_list(list));
+    }
+}
+
+/// The 32 work requests of [`measured_rc_write_list32`].
+fn write_list32() -> &'static [RdmaWr; 32] {
+    let mut l = [RdmaWr::default(); 32];
+    for (i, w) in (0u64..).zip(l.iter_mut()) {
+        let off = i * 64;
+        *w = RdmaWr::new(
+            i,
+            RKEY,
+            RADDR + off,
+            Sge::new(LKEY, LADDR + off, 64 + i as u32),
+            SendFlags::NONE,
+        );
+    }
+    Box::leak(Box::new(l))
 }
 
 /// The same RDMA WRITE on a queue whose policy is BlueFlame for every
@@ -246,6 +290,7 @@ enum Kind {
     WriteBatch32,
     WriteSgePost,
     WriteBatch32Sge,
+    WriteList32,
 }
 
 /// A send-queue scenario over a [`DoorbellOnly`] queue.
@@ -257,6 +302,8 @@ struct SqScenario {
     ud: Option<SendQueue<'static, DoorbellOnly, UdQp>>,
     raw: Option<SendQueue<'static, DoorbellOnly, RawPacketQp>>,
     av: &'static Av,
+    /// The list of [`measured_rc_write_list32`].
+    list: &'static [RdmaWr; 32],
     /// WQEBBs per WQE (to find the last WQE's counter when retiring).
     wqebbs: u32,
     /// Free-running work request counter (wr_id, addresses).
@@ -302,6 +349,7 @@ impl SqScenario {
             ud: (qp_type == QpType::Ud).then(|| leak_queue(config)),
             raw: (qp_type == QpType::RawPacket).then(|| leak_queue(config)),
             av: ud_av(),
+            list: write_list32(),
             wqebbs,
             next: 0,
         }
@@ -319,7 +367,10 @@ impl Scenario for SqScenario {
         "WQE"
     }
     fn granule(&self) -> u64 {
-        if matches!(self.kind, Kind::WriteBatch32 | Kind::WriteBatch32Sge) {
+        if matches!(
+            self.kind,
+            Kind::WriteBatch32 | Kind::WriteBatch32Sge | Kind::WriteList32
+        ) {
             32
         } else {
             1
@@ -343,6 +394,7 @@ impl Scenario for SqScenario {
             (Kind::WriteBatch32, Some(sq), _, _) => measured_rc_write_batch32(sq, first, n),
             (Kind::WriteSgePost, Some(sq), _, _) => measured_rc_write_sge_post(sq, first, n),
             (Kind::WriteBatch32Sge, Some(sq), _, _) => measured_rc_write_batch32_sge(sq, first, n),
+            (Kind::WriteList32, Some(sq), _, _) => measured_rc_write_list32(sq, self.list, n),
             (Kind::UdSendAv, _, Some(sq), _) => measured_ud_send_av(sq, self.av, first, n),
             (Kind::RawEth64, _, _, Some(sq)) => measured_raw_eth64(sq, first, n),
             _ => unreachable!("{}: no queue of its type", self.name),
@@ -428,6 +480,11 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             "sq/rc_write_batch32_sge",
             "*measured_rc_write_batch32_sge*",
             Kind::WriteBatch32Sge,
+        )),
+        Box::new(SqScenario::new(
+            "sq/rc_write_list32",
+            "*measured_rc_write_list32*",
+            Kind::WriteList32,
         )),
         Box::new(BfScenario {
             sq: leak_queue(SqConfig::new(QpType::Rc, QPN, 64, 4)),

@@ -235,6 +235,13 @@ impl<'a> WqebbRing<'a> {
         self.ring.base.cast()
     }
 
+    /// Number of blocks minus one: a free-running block counter ANDed with
+    /// it is the block's index.
+    #[inline(always)]
+    pub fn mask(&self) -> u32 {
+        self.mask
+    }
+
     /// Number of blocks.
     #[inline(always)]
     pub fn blocks(&self) -> u32 {
@@ -298,6 +305,38 @@ impl<'a> WqebbRing<'a> {
                 head.len(),
             );
             core::ptr::copy_nonoverlapping(tail.as_ptr(), self.base().as_ptr(), tail.len());
+        }
+        true
+    }
+
+    /// Writes `n` blocks from the free-running block counter `at`, block `k`
+    /// being `f(k)` (called in order, `k = 0..n`), when they fit before the
+    /// ring end: one bounds test for the run, none per block. Returns
+    /// `false`, calling `f` never and writing nothing, if the run would
+    /// cross the end (the caller splits there, once).
+    #[inline(always)]
+    pub fn write_contiguous(
+        &mut self,
+        at: u32,
+        n: usize,
+        mut f: impl FnMut(usize) -> [u8; 64],
+    ) -> bool {
+        let slot = (at & self.mask) as usize;
+        if n > self.blocks() as usize - slot {
+            return false;
+        }
+        #[cfg(loom)]
+        self.track_write(slot, n);
+        // SAFETY: `slot + n <= blocks` (the test above, with `slot <= mask`),
+        // so `dst` and the `n` blocks after it lie inside the ring, valid for
+        // writes (constructor contracts).
+        let dst = unsafe { self.base().as_ptr().add(slot) };
+        for k in 0..n {
+            let block = f(k);
+            // SAFETY: `k < n`: inside the run checked above; `block` is a
+            // Rust value, which cannot overlap ring memory (no Rust
+            // reference points into it).
+            unsafe { dst.add(k).write(block) }
         }
         true
     }
@@ -402,6 +441,27 @@ mod tests {
         assert!(r.read_wrapping(192, &mut out));
         assert_eq!(&out[..], &src[..]);
         assert_eq!(&mem[64..192], &[0; 128][..]);
+    }
+
+    #[test]
+    fn contiguous_runs_stop_at_the_ring_end() {
+        let mut mem = vec![0u8; 256];
+        let p = mem.as_mut_ptr();
+        // SAFETY: `mem` outlives the ring and is only accessed through it.
+        let ring = unsafe { RingBuf::new(p, 256) }.unwrap();
+        let mut r = WqebbRing::new(ring).unwrap();
+        assert_eq!(r.mask(), 3);
+        // Slots 1..4 of counter 5: fits, blocks in order.
+        assert!(r.write_contiguous(5, 3, |k| [k as u8 + 1; 64]));
+        assert_eq!(
+            (r.read(1), r.read(2), r.read(3)),
+            ([1; 64], [2; 64], [3; 64])
+        );
+        // Crossing the end: refused, nothing written, `f` not called.
+        assert!(!r.write_contiguous(6, 3, |_| unreachable!()));
+        assert_eq!(r.read(0), [0; 64]);
+        assert!(r.write_contiguous(4, 0, |_| unreachable!()));
+        assert_eq!(mem[64], 1);
     }
 
     #[test]

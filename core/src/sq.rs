@@ -35,6 +35,17 @@
 //! setter ([`Wr::sge`], [`Wr::sge_list`], [`Wr::inline_data`],
 //! [`Wr::inline_data_list`], or [`Wr::post`] for none) ends the work request.
 //!
+//! # Lists: one call, no staging
+//!
+//! [`SendQueue::post_rdma_write_list`], [`SendQueue::post_rdma_read_list`]
+//! and [`SendQueue::post_send_list`] take a slice of one-SGE work requests
+//! ([`RdmaWr`], [`SendWr`]), the shape of `ibv_post_send` with a chain of
+//! WRs, but all or nothing: the list is checked as a whole (operation,
+//! SGEs allowed, room for every element) before the first byte is written,
+//! then every WQE goes straight into the ring, one shadow entry each, one
+//! doorbell. There is no abort (it is one call), and an error means that
+//! nothing was written. Same bytes as a batch of the same work requests.
+//!
 //! # Why staging (the design choice)
 //!
 //! The rules are: nothing reaches the device before `complete`; `abort`
@@ -113,6 +124,7 @@ mod batch;
 mod doorbell;
 mod fast;
 mod kind;
+mod list;
 pub mod mpw;
 mod shared_bf;
 #[cfg(test)]
@@ -122,6 +134,7 @@ mod tests;
 pub use batch::{Batch, FrameSge, Sge, Wr};
 pub use doorbell::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy};
 pub use kind::{AnyQp, QpKind, RawPacketQp, RcQp, UcQp, UdQp, XrcQp};
+pub use list::{RdmaWr, SendWr};
 #[cfg(loom)]
 #[doc(hidden)]
 pub use shared_bf::LoomFault;
@@ -256,44 +269,88 @@ impl Default for Wqebb {
 }
 
 /// Our trusted copy of one SQ slot (one per WQEBB).
+///
+/// Two words, so that a post writes it with two stores: the wr_id, and a
+/// packed word of the WQE index, the WQEBB count and the flags (fields
+/// declared once below, read by one accessor each).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SqShadowEntry {
     wr_id: u64,
-    /// WQE index (16-bit WQEBB counter) of the WQE starting here.
-    index: u16,
-    /// WQEBBs of the WQE starting here; 0 if no WQE starts here.
-    wqebbs: u8,
-    flags: u8,
+    /// `index` (bits 0..16: the 16-bit WQEBB counter of the WQE starting
+    /// here), `wqebbs` (bits 16..24: its WQEBBs, 0 if no WQE starts here),
+    /// `flags` (bits 24..32: `SHADOW_SIGNALED`, `SHADOW_CQE`); bits 32..64
+    /// are zero.
+    meta: u64,
 }
+
+/// Position of `index` in [`SqShadowEntry::meta`].
+const META_INDEX_SHIFT: u32 = 0;
+/// Position of `wqebbs` in [`SqShadowEntry::meta`].
+const META_WQEBBS_SHIFT: u32 = 16;
+/// Position of `flags` in [`SqShadowEntry::meta`].
+const META_FLAGS_SHIFT: u32 = 24;
 
 const SHADOW_SIGNALED: u8 = 1 << 0;
 const SHADOW_CQE: u8 = 1 << 1;
 
 impl SqShadowEntry {
     /// An empty slot.
-    pub const EMPTY: Self = Self {
-        wr_id: 0,
-        index: 0,
-        wqebbs: 0,
-        flags: 0,
-    };
+    pub const EMPTY: Self = Self { wr_id: 0, meta: 0 };
+
+    /// The entry of a WQE of `wqebbs` WQEBBs with WQE index `index` and
+    /// shadow `flags` (`SHADOW_*`).
+    #[inline(always)]
+    pub(crate) const fn new(wr_id: u64, index: u16, wqebbs: u8, flags: u8) -> Self {
+        Self {
+            wr_id,
+            meta: Self::meta_of(index, wqebbs, flags),
+        }
+    }
+
+    /// The packed word of an entry (see [`SqShadowEntry::meta`]).
+    #[inline(always)]
+    pub(crate) const fn meta_of(index: u16, wqebbs: u8, flags: u8) -> u64 {
+        ((index as u64) << META_INDEX_SHIFT)
+            | ((wqebbs as u64) << META_WQEBBS_SHIFT)
+            | ((flags as u64) << META_FLAGS_SHIFT)
+    }
+
+    /// An entry from its wr_id and packed word (the fast paths, which
+    /// build the word incrementally).
+    #[inline(always)]
+    pub(crate) const fn from_meta(wr_id: u64, meta: u64) -> Self {
+        Self { wr_id, meta }
+    }
 
     /// The work request id posted in this slot.
     pub fn wr_id(&self) -> u64 {
         self.wr_id
     }
+    /// WQE index (16-bit WQEBB counter) of the WQE starting in this slot.
+    pub fn index(&self) -> u16 {
+        (self.meta >> META_INDEX_SHIFT) as u16
+    }
     /// WQEBBs of the WQE starting in this slot; 0 if none starts here.
     pub fn wqebbs(&self) -> u8 {
-        self.wqebbs
+        (self.meta >> META_WQEBBS_SHIFT) as u8
+    }
+    /// The shadow flags (`SHADOW_*`).
+    fn flags(&self) -> u8 {
+        (self.meta >> META_FLAGS_SHIFT) as u8
     }
     /// Whether the work request asked for a completion.
     pub fn signaled(&self) -> bool {
-        self.flags & SHADOW_SIGNALED != 0
+        self.flags() & SHADOW_SIGNALED != 0
     }
     /// Whether the WQE asked the device for a CQE (signalled, `sig_all`, or
     /// forced by [`SqConfig::signal_every`]).
     pub fn cqe_requested(&self) -> bool {
-        self.flags & SHADOW_CQE != 0
+        self.flags() & SHADOW_CQE != 0
+    }
+    /// Marks the WQE signalled and asking for a CQE (a CQE requested after
+    /// the WQE was recorded: `mpw`).
+    pub(crate) fn mark_signaled(&mut self) {
+        self.meta |= u64::from(SHADOW_SIGNALED | SHADOW_CQE) << META_FLAGS_SHIFT;
     }
 }
 
@@ -415,6 +472,12 @@ struct Limits {
     ctrl0_write: u64,
     ctrl0_read: u64,
     ctrl0_send: u64,
+    /// Bytes 8..16 of a control segment whose `fm_ce_se` is `sig_bits`
+    /// (`fast::ctrl1_of`): the word the fast paths OR the flags into.
+    ctrl1_sig: u64,
+    /// The shadow word of a one-WQEBB WQE with WQE index 0 and no flag
+    /// of its own: 1 WQEBB, `SHADOW_CQE` if `sig_all`.
+    meta_one: u64,
 }
 
 impl Limits {
@@ -483,8 +546,27 @@ pub struct SendQueue<'a, P: DoorbellPolicy = BlueFlamePreferred, Q: QpKind = Any
     ci: u32,
     /// Fence the next WQE inherits (libmlx5 `fm_cache`).
     fm_cache: u8,
-    /// WQEBBs posted since the last WQE that requested a CQE.
-    unsignaled: u32,
+    /// The producer counter just after the last WQE that requested a CQE:
+    /// `pi - sig_pi` WQEBBs were posted since ([`SendQueue::unsignaled`]).
+    /// (With `sig_all` every WQE requests one and the count is never read:
+    /// the fast paths leave it, [`SendQueue::refresh_credits`] resets it.)
+    sig_pi: u32,
+    /// End of the fast-path credits: the fast paths ([`SendQueue::post_rdma_write`]
+    /// and friends, the list posts) may post one-WQEBB WQEs up to this
+    /// producer counter without testing the room, the forced-CQE rule or
+    /// the inherited fence.
+    ///
+    /// Invariant: with `c = fast_end - pi > 0` credits, `fm_cache == 0`
+    /// (no fence to inherit), `outstanding() + c <= post_limit` (room, and
+    /// SGEs allowed), and, unless `sig_all`, `unsignaled() + c < force_at`
+    /// (none of the next `c` WQEBBs reaches the forced CQE, even if none is
+    /// signalled). A fast-path post of one WQEBB leaves `c - 1`; retiring
+    /// only adds room; everything else that moves the producer or the fence
+    /// (batches, the full paths, `mpw`) recomputes it
+    /// ([`SendQueue::refresh_credits`]) or sets it to `pi` (no credit). A
+    /// fast path that finds too few credits takes the full path, which
+    /// refreshes them.
+    fast_end: u32,
     lim: Limits,
     shadow: &'a mut [SqShadowEntry],
     staging: &'a mut [Wqebb],
@@ -582,17 +664,18 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             config.signal_every
         };
         let qpn_ds_bits = qpn_ds.with_ds(0).into_bits().get();
+        let sig_bits = if config.sig_all {
+            WQE_CTRL_CQ_UPDATE
+        } else {
+            0
+        };
         let lim = Limits {
             qp_type: config.qp_type,
             qpn_ds,
             qpn_ds_bits,
             max_inline: config.max_inline_data,
             max_sge: config.max_sge,
-            sig_bits: if config.sig_all {
-                WQE_CTRL_CQ_UPDATE
-            } else {
-                0
-            },
+            sig_bits,
             atomics: config.atomics,
             raw_csum: config.raw_csum,
             eth_min_inline: config.eth_min_inline,
@@ -608,6 +691,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             ctrl0_write: fast::ctrl0_const(batch::Op::Write, qpn_ds_bits, 3),
             ctrl0_read: fast::ctrl0_const(batch::Op::Read, qpn_ds_bits, 3),
             ctrl0_send: fast::ctrl0_const(batch::Op::Send, qpn_ds_bits, 2),
+            ctrl1_sig: fast::ctrl1_of(sig_bits),
+            meta_one: SqShadowEntry::meta_of(0, 1, fast::shadow_flags(0, sig_bits)),
         };
         Ok(Self {
             ring,
@@ -622,7 +707,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             pi: config.start_pi,
             ci: config.start_pi,
             fm_cache: 0,
-            unsignaled: 0,
+            sig_pi: config.start_pi,
+            fast_end: config.start_pi,
             lim,
             shadow,
             staging,
@@ -708,12 +794,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         // shadow is never replaced. (The test would cost every WQE two
         // instructions.)
         let e = unsafe { self.shadow.get_unchecked_mut(slot) };
-        *e = SqShadowEntry {
-            wr_id,
-            index,
-            wqebbs: wqebbs as u8,
-            flags,
-        };
+        *e = SqShadowEntry::new(wr_id, index, wqebbs as u8, flags);
         for k in 1..wqebbs {
             if let Some(e) = self.shadow.get_mut((pi.wrapping_add(k) & mask) as usize) {
                 *e = SqShadowEntry::EMPTY;
@@ -721,7 +802,52 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         }
     }
 
+    /// WQEBBs posted since the last WQE that requested a CQE (meaningless
+    /// with `sig_all`, where every WQE requests one).
+    #[inline(always)]
+    pub(super) fn unsignaled(&self) -> u32 {
+        self.pi.wrapping_sub(self.sig_pi)
+    }
+
+    /// Sets the unsignalled count at the current producer counter.
+    #[inline(always)]
+    pub(super) fn set_unsignaled(&mut self, unsignaled: u32) {
+        self.sig_pi = self.pi.wrapping_sub(unsignaled);
+    }
+
+    /// Recomputes the fast-path credits from the queue's state (see
+    /// [`SendQueue::fast_end`] for the invariant), and resets the
+    /// unsignalled count of a `sig_all` queue (never read there).
+    #[inline]
+    pub(super) fn refresh_credits(&mut self) {
+        let room = self.post_limit.saturating_sub(in_flight(self.pi, self.ci));
+        let unforced = if self.lim.sig_bits != 0 {
+            self.sig_pi = self.pi;
+            u32::MAX
+        } else {
+            // `force_at` is at least 1, and `unsignaled < force_at` after
+            // every post (the rule resets it when it reaches `force_at`).
+            self.lim
+                .force_at
+                .saturating_sub(1)
+                .saturating_sub(self.unsignaled())
+        };
+        let credits = if self.fm_cache != 0 {
+            0
+        } else {
+            core::cmp::min(room, unforced)
+        };
+        self.fast_end = self.pi.wrapping_add(credits);
+    }
+
     /// The one-call posts of one SGE (see [`SendQueue::post_rdma_write`]).
+    ///
+    /// The fast path spends one credit ([`SendQueue::fast_end`]): with one
+    /// in hand there is room, no CQE to force and no fence to inherit, so
+    /// `fm_ce_se` is the work request's own flag bits (they are the
+    /// control segment's: `batch::F_SIGNALED`) plus `sig_all`'s, as
+    /// [`fast::ctrl_flags`] would compute it. Without a credit, the full
+    /// path (out of line) posts and refreshes the credits.
     #[inline(always)]
     fn post_sge(
         &mut self,
@@ -732,33 +858,99 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         sge: Sge,
         flags: SendFlags,
     ) -> Result<(), PostError> {
-        // ---- checks: operation and SGE, then room (and `max_sge`, folded
-        //      into `post_limit`); nothing fails after them ----------------
+        // ---- checks: operation and SGE, then one credit (room, no forced
+        //      CQE, no inherited fence); nothing fails after them ----------
+        let pi = self.pi;
+        if !self.sge_fast_ok(op, sge.length) || pi == self.fast_end {
+            return self.post_sge_full(
+                op, wr_id, rkey, raddr, sge.lkey, sge.addr, sge.length, flags,
+            );
+        }
+        // ---- the WQE, built in registers, straight into the ring ----------
+        let f = flags.0;
+        let index = crate::index::wq_counter16(pi);
+        let (ctrl0, ds, remote) = self.lim.sge_shape(op);
+        let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
+        let wqe = fast::sge_wqebb(ctrl0, index, ctrl1, remote, rkey, raddr, sge);
+        // The ring's mask is the shadow's too (one load, one AND for both).
+        let slot = (pi & self.ring.mask()) as usize;
+        self.ring.write(pi, &wqe.0);
+        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
+        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
+        // ---- the queue's own state (not device-visible) -----------------
+        let pi = pi.wrapping_add(1);
+        self.pi = pi;
+        // (With `sig_all` the count is never read: no test of it here.)
+        if f & batch::F_SIGNALED != 0 {
+            self.sig_pi = pi;
+        }
+        // ---- publish ------------------------------------------------------
+        self.db.ring::<P>(doorbell::Publish {
+            pi,
+            last_wqe: core::slice::from_ref(&wqe),
+            last_ds: ds,
+            nreq: 1,
+            inline: false,
+        });
+        Ok(())
+    }
+
+    /// Writes the shadow entry of a one-WQEBB WQE in ring slot `slot`, a
+    /// producer counter ANDed with the ring's mask.
+    #[inline(always)]
+    fn record_one(&mut self, slot: usize, e: SqShadowEntry) {
+        debug_assert!(slot <= self.ring.mask() as usize && slot < self.shadow.len());
+        // SAFETY: `slot <= ring.mask() = wqe_cnt - 1` (the caller ANDs with
+        // it; the ring holds the `wqe_cnt` WQEBBs of `SqRawParts`), and the
+        // constructor refused a shadow of fewer than `wqe_cnt` entries
+        // (`ShadowTooSmall`); the shadow is never replaced.
+        *unsafe { self.shadow.get_unchecked_mut(slot) } = e;
+    }
+
+    /// The one-call post without credits: every test ([`fast::ctrl_flags`]:
+    /// forced CQE, inherited fence; room), then the credits are refreshed.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn post_sge_full(
+        &mut self,
+        op: batch::Op,
+        wr_id: u64,
+        rkey: u32,
+        raddr: u64,
+        lkey: u32,
+        addr: u64,
+        length: u32,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let sge = Sge { addr, length, lkey };
         let pi = self.pi;
         if !self.sge_fast_ok(op, sge.length) || in_flight(pi, self.ci) >= self.post_limit {
             return self.post_sge_cold(
                 op, wr_id, rkey, raddr, sge.lkey, sge.addr, sge.length, flags,
             );
         }
-        // ---- the WQE, built in registers, straight into the ring ----------
-        let unsignaled = self.unsignaled;
+        let unsignaled = if self.lim.sig_bits != 0 {
+            0
+        } else {
+            self.unsignaled()
+        };
         let (fm_ce_se, shadow_flags) =
             fast::ctrl_flags(flags.0, &self.lim, self.fm_cache, unsignaled, 1);
         let index = crate::index::wq_counter16(pi);
         let (ctrl0, ds, remote) = self.lim.sge_shape(op);
-        let wqe = fast::sge_wqebb(ctrl0, index, fm_ce_se, remote, rkey, raddr, sge);
+        let ctrl1 = fast::ctrl1_of(fm_ce_se);
+        let wqe = fast::sge_wqebb(ctrl0, index, ctrl1, remote, rkey, raddr, sge);
         self.ring.write(pi, &wqe.0);
         self.record(pi, wr_id, index, 1, shadow_flags);
-        // ---- the queue's own state (not device-visible) -----------------
         let pi = pi.wrapping_add(1);
         self.pi = pi;
         self.fm_cache = 0;
-        self.unsignaled = if shadow_flags & SHADOW_CQE != 0 {
+        self.set_unsignaled(if shadow_flags & SHADOW_CQE != 0 {
             0
         } else {
             unsignaled + 1
-        };
-        // ---- publish ------------------------------------------------------
+        });
+        self.refresh_credits();
         self.db.ring::<P>(doorbell::Publish {
             pi,
             last_wqe: core::slice::from_ref(&wqe),
@@ -899,9 +1091,9 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         };
         // Every slot in flight was written by this pass's posts: a non-zero
         // size marks a real WQE start (middles are written with 0).
-        if entry.wqebbs == 0
-            || entry.index != wqe_counter
-            || dist + u32::from(entry.wqebbs) > flight
+        if entry.wqebbs() == 0
+            || entry.index() != wqe_counter
+            || dist + u32::from(entry.wqebbs()) > flight
         {
             return Err(RetireError::NotWqeStart { wqe_counter });
         }
@@ -912,7 +1104,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
     /// and every WQE before it, returning their WQEBBs. O(1).
     pub fn retire(&mut self, wqe_counter: u16) -> Result<Retired, RetireError> {
         let (dist, entry) = self.check_counter(wqe_counter)?;
-        let freed = dist + u32::from(entry.wqebbs);
+        let freed = dist + u32::from(entry.wqebbs());
         self.ci = self.ci.wrapping_add(freed);
         Ok(Retired {
             wr_id: entry.wr_id,
@@ -932,7 +1124,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         let mut at = self.ci;
         while at != end {
             let e = match self.shadow.get(self.size.slot(at)) {
-                Some(e) if e.wqebbs != 0 && in_flight(end, at) >= u32::from(e.wqebbs) => *e,
+                Some(e) if e.wqebbs() != 0 && in_flight(end, at) >= u32::from(e.wqebbs()) => *e,
                 // Cannot happen with a consistent shadow; stop rather than
                 // report garbage (the counter itself was valid).
                 _ => break,
@@ -942,14 +1134,14 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
                 signaled: e.signaled(),
                 last: false,
             });
-            at = at.wrapping_add(u32::from(e.wqebbs));
+            at = at.wrapping_add(u32::from(e.wqebbs()));
         }
         f(RetiredWr {
             wr_id: entry.wr_id,
             signaled: entry.signaled(),
             last: true,
         });
-        let freed = dist + u32::from(entry.wqebbs);
+        let freed = dist + u32::from(entry.wqebbs());
         self.ci = self.ci.wrapping_add(freed);
         Ok(Retired {
             wr_id: entry.wr_id,

@@ -141,11 +141,12 @@ impl TimestampFormat {
 
 /// Where a completion came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Origin {
     /// A regular CQE.
-    Regular,
+    Regular = 0,
     /// A mini-CQE of a compressed session (title fields inherited).
-    Mini,
+    Mini = 1,
 }
 
 /// The current completion (see the module documentation): a lazy view.
@@ -529,13 +530,13 @@ impl Completion {
     /// (what [`super::Cq::poll_burst`] hands out).
     #[inline(always)]
     pub fn summary(&self) -> CompletionSummary {
-        CompletionSummary {
-            wr_id: self.wr_id,
-            byte_len: self.byte_cnt(),
-            status: self.status,
-            opcode: self.cqe.op_own.opcode(),
-            origin: self.origin,
-        }
+        CompletionSummary::new(
+            self.wr_id,
+            self.byte_cnt(),
+            self.status,
+            self.cqe.op_own.opcode(),
+            self.origin,
+        )
     }
 
     /// All fields at once, as `ibv_poll_cq` (libmlx5 `mlx5_parse_cqe`,
@@ -587,30 +588,89 @@ impl Completion {
 /// One completion as a small `Copy` value: what a burst loop needs
 /// ([`super::Cq::poll_burst`]; DPDK's `rx_burst` hands out as much). Every
 /// other field is on [`Completion`].
+///
+/// 16 bytes, 16-aligned: one vector store per completion. The status is
+/// held as its raw `ibv_wc_status` value ([`Self::status`] decodes it;
+/// every status a CQE can produce is below 2^16).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(16))]
 pub struct CompletionSummary {
     /// The work request id.
     pub wr_id: u64,
     /// `byte_cnt` as the CQE (or mini) reports it (striding RQ: the
     /// [`MprqByteCnt`] word).
     pub byte_len: u32,
-    /// The completion status.
-    pub status: WcStatus,
+    /// The raw completion status ([`WcStatus::raw`]).
+    status: u16,
     /// The raw CQE opcode (`op_own[7:4]`; [`CqeOpcode::from_raw`]).
     pub opcode: u8,
     /// Regular CQE or mini-CQE.
     pub origin: Origin,
 }
 
+// The layout `upper_word` and the vector writers rely on.
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<CompletionSummary>() == 16);
+    assert!(offset_of!(CompletionSummary, wr_id) == 0);
+    assert!(offset_of!(CompletionSummary, byte_len) == 8);
+    assert!(offset_of!(CompletionSummary, status) == 12);
+    assert!(offset_of!(CompletionSummary, opcode) == 14);
+    assert!(offset_of!(CompletionSummary, origin) == 15);
+};
+
+impl CompletionSummary {
+    /// A summary; `status` is kept as its raw value (saturated at 2^16 − 1,
+    /// a value no CQE produces).
+    #[inline(always)]
+    pub const fn new(
+        wr_id: u64,
+        byte_len: u32,
+        status: WcStatus,
+        opcode: u8,
+        origin: Origin,
+    ) -> Self {
+        let raw = status.raw();
+        let status = if raw > 0xffff { 0xffff } else { raw as u16 };
+        Self::from_parts(wr_id, byte_len, status, opcode, origin)
+    }
+
+    /// A summary from the raw status.
+    #[inline(always)]
+    pub(crate) const fn from_parts(
+        wr_id: u64,
+        byte_len: u32,
+        status: u16,
+        opcode: u8,
+        origin: Origin,
+    ) -> Self {
+        Self {
+            wr_id,
+            byte_len,
+            status,
+            opcode,
+            origin,
+        }
+    }
+
+    /// Bytes 12–15 of a summary (status, opcode, origin) as the high half
+    /// of its second little-endian quadword, for vector writers: a summary
+    /// is `wr_id`, then `byte_len | upper_word << 32`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub(crate) const fn upper_word(status: u16, opcode: u8, origin: Origin) -> u32 {
+        status as u32 | (opcode as u32) << 16 | (origin as u32) << 24
+    }
+
+    /// The completion status.
+    #[inline(always)]
+    pub const fn status(&self) -> WcStatus {
+        WcStatus::from_raw(self.status as u32)
+    }
+}
+
 impl Default for CompletionSummary {
     fn default() -> Self {
-        Self {
-            wr_id: 0,
-            byte_len: 0,
-            status: WcStatus::Success,
-            opcode: 0,
-            origin: Origin::Regular,
-        }
+        Self::new(0, 0, WcStatus::Success, 0, Origin::Regular)
     }
 }
 

@@ -31,7 +31,11 @@ const VALIDITY: usize = 62;
 
 /// The CQE ring: `entries` slots of `stride` bytes (64 or 128); the
 /// [`Cqe64`] is the last 64 bytes of a slot.
-#[derive(Debug)]
+///
+/// `Copy` so that a burst loop can hold the geometry in registers (a local
+/// copy is not reloaded after a barrier, a field of `&mut Cq` may be); every
+/// copy is the same view of the same memory.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct CqRing {
     base: NonNull<u8>,
     /// log2 of the slot size (6 or 7).
@@ -124,6 +128,32 @@ impl CqRing {
         }
     }
 
+    /// Copies bytes 32–63 of the CQE of an entry (`srqn_uidx` to
+    /// `op_own`: every field a plain completion is decoded from) into the
+    /// same bytes of `dst`, once. Same contract and loads as
+    /// [`Self::copy_cqe_to`], for half the CQE; [`Self::copy_cqe_head_to`]
+    /// copies the other half if the entry turns out to need it, so each
+    /// byte is still read once.
+    #[inline(always)]
+    pub(crate) fn copy_cqe_tail_to(&self, e: Entry, dst: &mut Cqe64) {
+        self.copy_chunks(e, dst, CHUNKS / 2, CHUNKS);
+    }
+
+    /// Chunks `first..last` of the CQE of an entry into the same chunks of
+    /// `dst`.
+    #[inline(always)]
+    fn copy_chunks(&self, e: Entry, dst: &mut Cqe64, first: usize, last: usize) {
+        let src = e.cqe.cast::<Chunk>();
+        let out = (dst as *mut Cqe64).cast::<Chunk>();
+        for i in first..last.min(CHUNKS) {
+            // SAFETY: as in `copy_cqe_to`: `i < CHUNKS`, so source and
+            // destination chunks lie inside the entry's 64 bytes and the
+            // 64 bytes of `dst`; the source is `Chunk`-aligned; any bits
+            // are valid on both sides.
+            unsafe { out.add(i).write_unaligned(src.add(i).read_volatile()) }
+        }
+    }
+
     /// [`Self::copy_cqe_to`], returning the copy.
     #[inline(always)]
     pub(crate) fn copy_cqe(&self, e: Entry) -> Cqe64 {
@@ -155,18 +185,29 @@ impl CqRing {
     /// ring geometry is read once for the whole range.
     #[inline(always)]
     pub(crate) fn write_op_own_range(&self, index: u32, first: u32, last: u32, value: u8) {
-        let (base, mask, log2) = (self.base.as_ptr(), self.mask, self.stride_log2);
-        let op_own = self.cqe_off + OP_OWN;
-        for off in first..=last {
-            let slot = (index.wrapping_add(off) & mask) as usize;
-            // SAFETY: `slot <= mask`, so the byte is in bounds and valid for
-            // writes (constructor contract). The device does not write the
-            // slot: it lies before the consumer index the doorbell record
-            // will publish.
-            unsafe {
-                base.wrapping_add((slot << log2) + op_own)
-                    .write_volatile(value)
+        let (mask, log2) = (self.mask, self.stride_log2);
+        let stride = 1usize << log2;
+        let mut slot = (index.wrapping_add(first) & mask) as usize;
+        let mut left = last.wrapping_sub(first) as usize + 1;
+        // At most two runs of consecutive slots: up to the ring's end, then
+        // from slot 0.
+        while left > 0 {
+            let run = left.min(mask as usize + 1 - slot);
+            let mut p = self
+                .base
+                .as_ptr()
+                .wrapping_add((slot << log2) + self.cqe_off + OP_OWN);
+            for _ in 0..run {
+                // SAFETY: `slot + run <= mask + 1`, so every byte written is
+                // the `op_own` byte of a slot in bounds and valid for writes
+                // (constructor contract). The device does not write these
+                // slots: they lie before the consumer index the doorbell
+                // record will publish.
+                unsafe { p.write_volatile(value) };
+                p = p.wrapping_add(stride);
             }
+            left -= run;
+            slot = 0;
         }
     }
 }

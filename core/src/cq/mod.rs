@@ -20,6 +20,7 @@
 //! Panic policy: nothing here panics on device data; malformed input is a
 //! [`PollError`].
 
+mod burst;
 mod completion;
 mod mem;
 pub mod zip;
@@ -193,6 +194,14 @@ pub enum LookupError {
 /// The work queues behind a CQ: they map device-reported indices to wr_ids
 /// through their private shadows, validating them first.
 pub trait WorkQueues {
+    /// `true` only if every `retire_send` and `retire_recv` succeeds, does
+    /// nothing else, and returns the reported `wqe_counter` as the wr_id
+    /// ([`RawCounters`]). The burst poller then writes whole mini arrays of
+    /// summaries with vector stores instead of calling them per mini. An
+    /// implementation that sets it wrongly gets wrong wr_ids from
+    /// [`Cq::poll_burst`], never undefined behaviour.
+    const WR_ID_IS_WQE_COUNTER: bool = false;
+
     /// Requester completion: retire the send WQE whose first WQEBB index is
     /// `wqe_counter` and every unsignalled WQE before it; `status` is not
     /// success for error and flush completions (the queue enters its error
@@ -235,6 +244,8 @@ pub struct RawCounters {
 }
 
 impl WorkQueues for RawCounters {
+    const WR_ID_IS_WQE_COUNTER: bool = true;
+
     fn retire_send(
         &mut self,
         _: WqRef,
@@ -558,24 +569,6 @@ impl Cq {
             Some((Layout::Basic, _)) => self.poll_in::<BASIC, W, F>(wqs, max, f),
             Some((Layout::Enhanced, _)) => self.poll_in::<ENHANCED, W, F>(wqs, max, f),
         }
-    }
-
-    /// DPDK-style burst: fills `out` with up to `out.len()` completions as
-    /// small `Copy` values ([`Completion::summary`]) and writes the doorbell
-    /// record once if anything was consumed. Returns the count.
-    #[inline]
-    pub fn poll_burst<W: WorkQueues>(
-        &mut self,
-        wqs: &mut W,
-        out: &mut [CompletionSummary],
-    ) -> Result<usize, PollError> {
-        let max = out.len();
-        let mut slots = out.iter_mut();
-        self.poll(wqs, max, |c| {
-            if let Some(slot) = slots.next() {
-                *slot = c.summary();
-            }
-        })
     }
 
     /// [`Self::poll`] for layout `M`.

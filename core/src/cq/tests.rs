@@ -1071,3 +1071,228 @@ fn random_streams_every_path_matches_the_reference() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// `poll_burst` against `poll`: the same random streams (no compression, both
+// layouts, every format, 64- and 128-byte CQEs, any starting consumer index),
+// with error, resize, inline and unsupported CQEs, malformed sessions now
+// and then, and a work queue that refuses some indices; polled in the same
+// random batch sizes by both APIs on two copies of the same memory.
+
+/// [`RawCounters`], refusing every `wqe_counter` ≡ 7 (mod 61).
+struct Picky;
+impl WorkQueues for Picky {
+    fn retire_send(&mut self, wq: WqRef, c: u16, s: WcStatus) -> Result<SendRetired, LookupError> {
+        if c % 61 == 7 {
+            return Err(LookupError::NotInFlight);
+        }
+        RawCounters::default().retire_send(wq, c, s)
+    }
+    fn retire_recv(&mut self, wq: WqRef, c: u16, s: WcStatus) -> Result<RecvRetired, LookupError> {
+        if c % 61 == 7 {
+            return Err(LookupError::NotInFlight);
+        }
+        RawCounters::default().retire_recv(wq, c, s)
+    }
+    fn retire_strides(
+        &mut self,
+        wq: WqRef,
+        c: StrideCompletion,
+        s: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        if c.stride_index % 61 == 7 {
+            return Err(LookupError::NotInFlight);
+        }
+        RawCounters::default().retire_strides(wq, c, s)
+    }
+}
+
+/// A random regular CQE: mostly plain, sometimes an error, resize or
+/// unsupported opcode, any of formats 0–2.
+fn random_regular(rng: &mut zip::prop::XorShift) -> Cqe64 {
+    let mut c = zip::prop::title(rng);
+    if rng.below(8) == 0 {
+        let odd = [
+            CqeOpcode::ReqErr,
+            CqeOpcode::RespErr,
+            CqeOpcode::ResizeCq,
+            CqeOpcode::NoPacket,
+            CqeOpcode::SigErr,
+        ];
+        let op = odd[rng.below(odd.len() as u64) as usize];
+        c.op_own = c.op_own.with_opcode(op.raw());
+    }
+    c.op_own = c.op_own.with_format(rng.below(3) as u8);
+    c
+}
+
+/// One random stream polled by `poll` on one copy of the memory and by
+/// `poll_burst` on another; every call's results, summaries, consumer
+/// index, doorbell record, session and error state compared, then every
+/// slot. Returns the number of completions compared.
+fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) -> usize {
+    let log = 4 + rng.below(max_log - 3) as u32;
+    let entries = 1u32 << log;
+    let size = if rng.next() & 1 == 1 {
+        CqeSize::B128
+    } else {
+        CqeSize::B64
+    };
+    let layout = match rng.below(3) {
+        0 => None,
+        1 => Some(Layout::Basic),
+        _ => Some(Layout::Enhanced),
+    };
+    let enhanced = layout == Some(Layout::Enhanced);
+    let view = zip::prop::view(rng);
+    let cfg = CqConfig {
+        compression: layout.map(|l| (l, view.format)),
+        striding_rq: view.striding,
+        unzip: path,
+        ..CqConfig::default()
+    };
+    let ci0 = rng.below(4 * u64::from(entries)) as u32;
+    let mems = [
+        Mem::new(entries as usize, size, enhanced),
+        Mem::new(entries as usize, size, enhanced),
+    ];
+    let put = |slot: usize, c: &Cqe64| mems.iter().for_each(|m| m.put(slot, c));
+    let put_first_half = |slot: usize, bytes: &[u8; 64]| {
+        if size == CqeSize::B128 {
+            mems.iter().for_each(|m| m.put_bytes(slot * 128, bytes));
+        }
+    };
+    let slot = |ci: u32| (ci & (entries - 1)) as usize;
+    let parity = |ci: u32| (ci >> log) & 1 == 1;
+    let vic = |ci: u32| (ci >> log) as u8;
+
+    let mut have_title = false;
+    let end = ci0 + entries;
+    let mut ci = ci0;
+    while ci < end {
+        let left = end - ci;
+        let pick = rng.below(4);
+        if enhanced && (have_title || rng.below(64) == 0) && pick != 0 {
+            let n = 1 + rng.below(u64::from(left.min(7))) as usize;
+            let minis = zip::prop::minis(rng, n);
+            put(slot(ci), &enhanced_block(&minis, vic(ci)));
+            ci += n as u32;
+        } else if layout == Some(Layout::Basic) && left >= 2 && pick != 0 {
+            let count = if rng.below(8) == 0 {
+                left
+            } else if rng.below(64) == 0 {
+                // Malformed: breaks the CQ.
+                [0, 1, entries + 1][rng.below(3) as usize]
+            } else {
+                2 + rng.below(u64::from(left.min(24) - 1)) as u32
+            };
+            let mut t = if rng.below(16) == 0 {
+                random_regular(rng)
+            } else {
+                zip::prop::title(rng)
+            };
+            t.op_own = t.op_own.with_format(3).with_owner(parity(ci));
+            t.byte_cnt = Be32::new(count);
+            put(slot(ci), &t);
+            let count = count.clamp(2, left);
+            let minis = zip::prop::minis(rng, count as usize);
+            for (k, chunk) in minis.chunks(8).enumerate() {
+                let mut arr = [0u8; 64];
+                for (i, mc) in chunk.iter().enumerate() {
+                    arr[i * 8..i * 8 + 8].copy_from_slice(&mc.bytes);
+                }
+                put(
+                    slot(ci + zip::basic_array_offset(k as u32)),
+                    &zerocopy::transmute!(arr),
+                );
+            }
+            ci += count;
+        } else {
+            let mut c = random_regular(rng);
+            if layout.is_none() && rng.below(64) == 0 {
+                // Compressed on a CQ without compression: breaks it.
+                c.op_own = c.op_own.with_format(3);
+            }
+            c.op_own = c.op_own.with_owner(parity(ci));
+            c.signature = vic(ci);
+            put(slot(ci), &c);
+            put_first_half(slot(ci), &rng.bytes::<64>());
+            have_title |= !c.is_error();
+            ci += 1;
+        }
+    }
+
+    let cqs = [mems[0].cq_at(cfg, ci0), mems[1].cq_at(cfg, ci0)];
+    let what = std::format!("{} {cfg:?} entries {entries} ci0 {ci0}", path.name());
+    // `RawCounters` takes the vector path for minis; `Picky` calls the
+    // work queue per completion and fails now and then.
+    let compared = if rng.next() & 1 == 1 {
+        compare_burst(cqs, &mems, rng, &what, RawCounters::default)
+    } else {
+        compare_burst(cqs, &mems, rng, &what, || Picky)
+    };
+    let what = || what.clone();
+    for s in 0..entries as usize {
+        assert_eq!(
+            mems[1].slot_bytes(s),
+            mems[0].slot_bytes(s),
+            "{} slot {s}",
+            what()
+        );
+    }
+    compared
+}
+
+/// Polls `cqs[0]` with `poll` and `cqs[1]` with `poll_burst` in the same
+/// random batch sizes until empty or broken, comparing after every call.
+fn compare_burst<W: WorkQueues>(
+    mut cqs: [Cq; 2],
+    mems: &[Mem; 2],
+    rng: &mut zip::prop::XorShift,
+    what: &str,
+    wqs: impl Fn() -> W,
+) -> usize {
+    let mut compared = 0;
+    let mut buf = [CompletionSummary::default(); 24];
+    let (mut w0, mut w1) = (wqs(), wqs());
+    for call in 0.. {
+        let batch = 1 + rng.below(buf.len() as u64) as usize;
+        let mut want = Vec::new();
+        let r_poll = cqs[0].poll(&mut w0, batch, |c| want.push(c.summary()));
+        let r_burst = cqs[1].poll_burst(&mut w1, &mut buf[..batch]);
+        let ctx = || std::format!("{what} call {call} batch {batch}");
+        assert_eq!(r_burst, r_poll, "{}", ctx());
+        assert_eq!(&buf[..want.len()], &want[..], "{}", ctx());
+        assert_eq!(
+            cqs[1].consumer_index(),
+            cqs[0].consumer_index(),
+            "{}",
+            ctx()
+        );
+        assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{}", ctx());
+        assert_eq!(cqs[1].in_session(), cqs[0].in_session(), "{}", ctx());
+        assert_eq!(cqs[1].is_broken(), cqs[0].is_broken(), "{}", ctx());
+        assert_eq!(cqs[1].error_log(), cqs[0].error_log(), "{}", ctx());
+        compared += want.len();
+        if r_poll == Ok(0) || cqs[0].is_broken() {
+            break;
+        }
+    }
+    compared
+}
+
+#[test]
+fn burst_matches_poll_on_random_streams() {
+    let (rounds, max_log) = if cfg!(miri) { (4, 5) } else { (2000, 8) };
+    for path in unzip_paths() {
+        let mut rng = zip::prop::XorShift(0xb0b5_7e57);
+        let mut completions = 0;
+        for _ in 0..rounds {
+            completions += burst_stream(path, &mut rng, max_log);
+        }
+        std::eprintln!(
+            "{}: {rounds} streams, {completions} completions",
+            path.name()
+        );
+    }
+}

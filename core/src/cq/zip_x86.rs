@@ -22,6 +22,7 @@
 //! intrinsic loads and stores inside them.
 
 use super::zip::{MiniBatch, MiniKind, Unzip, FLOW_TAG_BITS, SOP_MASK};
+use super::CompletionSummary;
 use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_castsi256_si128,
@@ -30,8 +31,9 @@ use core::arch::x86_64::{
     _mm256_storeu_si256, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16,
     _mm_and_si128, _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32,
     _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi8, _mm_setzero_si128,
-    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_storel_epi64,
-    _mm_storeu_si128, _mm_unpackhi_epi64, _mm_unpacklo_epi64,
+    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128,
+    _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
+    _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
 };
 
 /// Proof that the CPU running this code has SSE4.1 (and the SSSE3 it
@@ -334,6 +336,52 @@ unsafe fn decode_avx2(
             }
         };
         store16(&mut out.wqe_counter, wqe_counter);
+    }
+}
+
+/// Writes the summaries of all eight lanes of a decoded mini array whose
+/// wr_ids are their `wqe_counter`s ([`super::WorkQueues::WR_ID_IS_WQE_COUNTER`]):
+/// summary `i` is `wqe_counter[i]` zero-extended, then `byte_cnt[i]`, then
+/// `upper` (status, opcode, origin; [`CompletionSummary::upper_word`]).
+/// SSE2 only (the x86-64 baseline): 3 loads, 14 shuffles, 8 stores.
+#[inline(always)]
+pub(crate) fn summaries_sse2(
+    batch: &MiniBatch,
+    upper: u32,
+    out: &mut [CompletionSummary; MINI_CQE_ARRAY_SIZE],
+) {
+    let dst = out.as_mut_ptr().cast::<__m128i>();
+    // SAFETY: SSE2 is part of every x86-64 target this module is compiled
+    // for (`cfg(target_feature = "sse2")`). Loads: 16 bytes of the
+    // `wqe_counter` array and 2 × 16 bytes of the `byte_cnt` array, all
+    // inside `batch` (unaligned loads). Stores: eight 16-byte stores, one
+    // per summary of `out` (16 bytes each, 16-aligned); every byte pattern
+    // written is a valid `CompletionSummary` (`upper` holds a valid
+    // `Origin`, the other fields are plain integers).
+    unsafe {
+        let zero = _mm_setzero_si128();
+        let counters = _mm_loadu_si128(batch.wqe_counter.as_ptr().cast::<__m128i>());
+        let lens = batch.byte_cnt.as_ptr().cast::<__m128i>();
+        let upper = _mm_set1_epi32(upper as i32);
+        // wqe_counter lanes 0–3 and 4–7 as u32, then pairs as u64.
+        let c32 = [
+            _mm_unpacklo_epi16(counters, zero),
+            _mm_unpackhi_epi16(counters, zero),
+        ];
+        for (h, c) in c32.into_iter().enumerate() {
+            // `byte_cnt | upper << 32`, lanes 4h to 4h+3, as u64 pairs.
+            let len = _mm_loadu_si128(lens.add(h));
+            let hi = [
+                _mm_unpacklo_epi32(len, upper),
+                _mm_unpackhi_epi32(len, upper),
+            ];
+            let lo = [_mm_unpacklo_epi32(c, zero), _mm_unpackhi_epi32(c, zero)];
+            for q in 0..2 {
+                let base = 4 * h + 2 * q;
+                _mm_store_si128(dst.add(base), _mm_unpacklo_epi64(lo[q], hi[q]));
+                _mm_store_si128(dst.add(base + 1), _mm_unpackhi_epi64(lo[q], hi[q]));
+            }
+        }
     }
 }
 

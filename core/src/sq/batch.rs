@@ -19,6 +19,7 @@ use crate::prm::{
 
 /// A scatter/gather entry (`struct ibv_sge`): local memory the device reads
 /// (sends, writes) or writes (reads, atomic results) through `lkey`.
+#[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sge {
     /// Virtual address.
@@ -277,7 +278,11 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
             used: 0,
             nreq: 0,
             last: 0,
-            unsignaled: sq.unsignaled,
+            // (With `sig_all` the value does not matter: every WQE requests
+            // a CQE anyway, and the first one resets the count. It stays
+            // below the ring size: only the one-call fast path adds to it
+            // without resetting it, at most its credits.)
+            unsignaled: sq.unsignaled(),
             last_ds: 0,
             inline: false,
             fm_cache: sq.fm_cache,
@@ -649,7 +654,9 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         });
         sq.pi = pi;
         sq.fm_cache = fm_cache;
-        sq.unsignaled = unsignaled;
+        sq.set_unsignaled(unsignaled);
+        // No fast-path credits left (the next one-call post refreshes them).
+        sq.fast_end = pi;
         nreq
     }
 
@@ -970,12 +977,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         for k in 0..wqebbs {
             if let Some(e) = sq.shadow.get_mut(((pi.wrapping_add(k)) & mask) as usize) {
                 *e = if k == 0 {
-                    super::SqShadowEntry {
-                        wr_id: d.wr_id,
-                        index,
-                        wqebbs: wqebbs as u8,
-                        flags,
-                    }
+                    super::SqShadowEntry::new(d.wr_id, index, wqebbs as u8, flags)
                 } else {
                     super::SqShadowEntry::EMPTY
                 };

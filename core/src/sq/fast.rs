@@ -169,6 +169,22 @@ pub(super) fn ctrl_flags(
     (fence | ce | se, shadow)
 }
 
+/// Bytes 8..16 of a control segment (signature, stream id, `fm_ce_se`,
+/// `imm` = 0) as a native word holding them in memory order.
+#[inline(always)]
+pub(super) const fn ctrl1_of(fm_ce_se: u8) -> u64 {
+    u64::from_ne_bytes([0, 0, 0, fm_ce_se, 0, 0, 0, 0])
+}
+
+/// The shadow flags of a WQE whose work request has `flags` and which
+/// requests a CQE for the other reasons in `ce` (`sig_all`, forced):
+/// [`ctrl_flags`]' second value.
+#[inline(always)]
+pub(super) const fn shadow_flags(flags: u8, ce: u8) -> u8 {
+    let signaled = flags & F_SIGNALED;
+    (signaled >> 3) | ((signaled | ce) >> 2)
+}
+
 /// The first 8 bytes of a control segment with WQE index 0 (opcode,
 /// opmod, QPN, DS), as a native word holding them in memory order: the
 /// per-QP constant of one operation shape, computed once by the queue's
@@ -183,37 +199,72 @@ pub(super) fn ctrl0_const(op: Op, qpn_bits: u32, ds: u32) -> u64 {
 /// A one-WQEBB WQE with a remote address and one SGE (RDMA write or read;
 /// `remote == false`: the SGE only, a send) as eight native words in memory
 /// order, built in registers: `ctrl0` is the shape's constant
-/// ([`ctrl0_const`]), to which the WQE index is added.
+/// ([`ctrl0_const`]), to which the WQE index is added; `ctrl1` the second
+/// word of the control segment ([`ctrl1_of`]).
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn sge_wqebb(
     ctrl0: u64,
     index: u16,
-    fm_ce_se: u8,
+    ctrl1: u64,
     remote: bool,
     rkey: u32,
     raddr: u64,
     sge: Sge,
 ) -> Wqebb {
-    // `wqe_index` is bytes 1..3 of the control segment, big-endian.
-    let w0 = ctrl0 | (u64::from(index) << (32 + WQE_INDEX_SHIFT)).to_be();
-    // Bytes 8..16: signature, stream id (0), `fm_ce_se`, `imm` (0).
-    let w1 = u64::from_ne_bytes([0, 0, 0, fm_ce_se, 0, 0, 0, 0]);
-    let [r0, r1, r2, r3] = rkey.to_be_bytes();
-    let raddr_w = [
-        raddr.to_be(),
-        u64::from_ne_bytes([r0, r1, r2, r3, 0, 0, 0, 0]),
-    ];
-    let [l0, l1, l2, l3] = sge.length.to_be_bytes();
-    let [k0, k1, k2, k3] = sge.lkey.to_be_bytes();
-    let data_w = [
-        u64::from_ne_bytes([l0, l1, l2, l3, k0, k1, k2, k3]),
-        sge.addr.to_be(),
-    ];
+    sge_wqebb_raw(ctrl0 | index_word(index), ctrl1, remote, rkey, raddr, sge)
+}
+
+/// The WQE index `index` in the first control word (bytes 1..3,
+/// big-endian), as a native word in memory order, to OR into a
+/// [`ctrl0_const`].
+#[inline(always)]
+pub(super) fn index_word(index: u16) -> u64 {
+    (u64::from(index) << (32 + WQE_INDEX_SHIFT)).to_be()
+}
+
+/// [`sge_wqebb`] with the first control word given whole (`w0`: the
+/// shape's constant with the WQE index in it).
+#[inline(always)]
+pub(super) fn sge_wqebb_raw(
+    w0: u64,
+    ctrl1: u64,
+    remote: bool,
+    rkey: u32,
+    raddr: u64,
+    sge: Sge,
+) -> Wqebb {
+    let pair = |a: u32, b: u32| -> u64 { zerocopy::transmute!([a.to_be(), b.to_be()]) };
+    let data = [pair(sge.length, sge.lkey), sge.addr.to_be()];
+    let raddr_w = [raddr.to_be(), rkey_word(rkey)];
+    words_wqebb(w0, ctrl1, remote, raddr_w, data)
+}
+
+/// The remote key of a remote address segment and its reserved word, as
+/// one native word in memory order.
+#[inline(always)]
+pub(super) fn rkey_word(rkey: u32) -> u64 {
+    zerocopy::transmute!([rkey.to_be(), 0u32])
+}
+
+/// A one-WQEBB WQE from its words in memory order: the two control words,
+/// then (`remote`) the remote address segment, then the pointer segment
+/// (`data`), then zeros.
+#[inline(always)]
+pub(super) fn words_wqebb(
+    w0: u64,
+    ctrl1: u64,
+    remote: bool,
+    raddr_w: [u64; 2],
+    data: [u64; 2],
+) -> Wqebb {
+    // Bytes 8..16: signature, stream id (0), `fm_ce_se`, `imm` (0):
+    // `ctrl1` ([`ctrl1_of`]).
+    let w1 = ctrl1;
     let words: [u64; 8] = if remote {
-        [w0, w1, raddr_w[0], raddr_w[1], data_w[0], data_w[1], 0, 0]
+        [w0, w1, raddr_w[0], raddr_w[1], data[0], data[1], 0, 0]
     } else {
-        [w0, w1, data_w[0], data_w[1], 0, 0, 0, 0]
+        [w0, w1, data[0], data[1], 0, 0, 0, 0]
     };
     zerocopy::transmute!(words)
 }
@@ -380,7 +431,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
         let (fm_ce_se, shadow_flags) = ctrl_flags(flags, &sq.lim, st.fm_cache, st.unsignaled, 1);
         let index = wq_counter16(pi);
         let (ctrl0, ds, remote) = sq.lim.sge_shape(op);
-        *slot = sge_wqebb(ctrl0, index, fm_ce_se, remote, rkey, raddr, sge);
+        *slot = sge_wqebb(ctrl0, index, ctrl1_of(fm_ce_se), remote, rkey, raddr, sge);
         sq.record(pi, wr_id, index, 1, shadow_flags);
         self.st = BatchState {
             used: st.used + 1,

@@ -564,6 +564,12 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         &self.stats
     }
 
+    /// Changes which WQEs request a CQE from the next batch on (e.g. a
+    /// CQE per session for one burst); the drain guarantee still applies.
+    pub fn set_cqe_policy(&mut self, cqe: CqePolicy) {
+        self.cfg.cqe = cqe;
+    }
+
     /// Packets posted and not yet retired.
     pub fn packets_in_flight(&self) -> u32 {
         in_flight(self.done.head, self.tail)
@@ -983,16 +989,16 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             }
         }
         if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
-            *e = SqShadowEntry {
-                wr_id: u64::from(self.p.head),
-                index: wq_counter16(pi),
-                wqebbs: bbs as u8,
-                flags: if signal {
+            *e = SqShadowEntry::new(
+                u64::from(self.p.head),
+                wq_counter16(pi),
+                bbs as u8,
+                if signal {
                     SHADOW_SIGNALED | SHADOW_CQE
                 } else {
                     0
                 },
-            };
+            );
         }
         self.p.pi = pi.wrapping_add(bbs);
         self.wqes += 1;
@@ -1177,7 +1183,13 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         }
         let wqes = self.wqes;
         let sq = &mut self.q.sq;
+        // The unsignalled count of the send queue's own posts is kept (these
+        // WQEs follow their own signalling), and the fast paths' credits,
+        // computed for the old producer counter, are dropped.
+        let unsignaled = sq.unsignaled();
         sq.pi = self.p.pi;
+        sq.set_unsignaled(unsignaled);
+        sq.fast_end = sq.pi;
         self.q.done = self.p;
         let n = core::cmp::min(bbs as usize, sq.staging.len());
         let last_wqe = sq.staging.get(..n).unwrap_or_default();
@@ -1203,7 +1215,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         sq.ring.write(pi, &block);
         put(stage(sq.staging), CTRL_FM_CE_SE, &[fm_ce_se.into_bits()]);
         if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
-            e.flags |= SHADOW_SIGNALED | SHADOW_CQE;
+            e.mark_signaled();
         }
         self.reset_since();
     }

@@ -973,8 +973,8 @@ fn fast_paths_match_the_generic_encoder() {
                         if sq.outstanding() > 8 {
                             let last = (0..16)
                                 .filter_map(|s| sq.shadow(s).copied())
-                                .filter(|e| e.wqebbs() != 0 && e.index != 0xffff)
-                                .map(|e| e.index)
+                                .filter(|e| e.wqebbs() != 0 && e.index() != 0xffff)
+                                .map(|e| e.index())
                                 .filter(|&x| {
                                     u32::from(x.wrapping_sub(sq.consumer() as u16))
                                         < sq.outstanding()
@@ -1214,7 +1214,7 @@ fn one_call_posts_match_the_builder() {
                             let last = (0..8)
                                 .filter_map(|s| sq.shadow(s).copied())
                                 .filter(|e| e.wqebbs() != 0)
-                                .map(|e| e.index)
+                                .map(|e| e.index())
                                 .filter(|&x| {
                                     u32::from(x.wrapping_sub(sq.consumer() as u16))
                                         < sq.outstanding()
@@ -1330,4 +1330,320 @@ fn send_queue_is_send() {
     assert_send::<SendQueue<'static, DoorbellOnly>>();
     assert_send::<SendQueue<'static, BlueFlamePreferred>>();
     assert_send::<crate::cq::Cq>();
+}
+
+/// The list posts (`post_rdma_write_list`, `post_rdma_read_list`,
+/// `post_send_list`) write the bytes, shadow entries, doorbell record and
+/// register of the builder posting the same work requests as one batch
+/// (aborted at the first error: a list is all or nothing), on every QP
+/// type, with and without SGEs and `sig_all`, through full queues, forced
+/// CQEs inside a list (fast path), inherited fences (full path), zero-length
+/// SGEs, signalled elements and lists that wrap the ring end.
+#[test]
+fn list_posts_match_the_builder() {
+    use QpType::*;
+    fn wr_of(round: u64, k: u64) -> (RdmaWr, bool, bool, bool) {
+        let i = round * 16 + k;
+        let (sig, fence, sol) = (i % 7 == 3, i % 11 == 5, i % 5 == 1);
+        let mut f = SendFlags::NONE;
+        if sig {
+            f = f | SendFlags::SIGNALED;
+        }
+        if fence {
+            f = f | SendFlags::FENCE;
+        }
+        if sol {
+            f = f | SendFlags::SOLICITED;
+        }
+        let len = if i % 9 == 4 {
+            0
+        } else {
+            1 + (i as u32 % 5) * 40
+        };
+        let sge = Sge::new(0x4321 + k as u32, 0x2_0000_0000 + 64 * i, len);
+        (
+            RdmaWr::new(i, 0xabcd + k as u32, 0x7000 + 64 * i, sge, f),
+            sig,
+            fence,
+            sol,
+        )
+    }
+    fn post(
+        sq: &mut SendQueue<'_, BlueFlamePreferred>,
+        list: bool,
+        op: u64,
+        wrs: &[RdmaWr],
+    ) -> Result<(), PostError> {
+        if list {
+            return match op {
+                0 => sq.post_rdma_write_list(wrs),
+                1 => sq.post_rdma_read_list(wrs),
+                _ => {
+                    let s: Vec<SendWr> = wrs
+                        .iter()
+                        .map(|w| SendWr::new(w.wr_id, w.sge, w.flags))
+                        .collect();
+                    sq.post_send_list(&s)
+                }
+            };
+        }
+        let mut b = sq.start();
+        for w in wrs {
+            let r = match op {
+                0 => b.rdma_write(w.wr_id, w.rkey, w.remote_addr),
+                1 => b.rdma_read(w.wr_id, w.rkey, w.remote_addr),
+                _ => b.send(w.wr_id),
+            }
+            .and_then(|x| {
+                let x = x.signaled_if(w.flags.contains(SendFlags::SIGNALED));
+                let x = if w.flags.contains(SendFlags::FENCE) {
+                    x.fence()
+                } else {
+                    x
+                };
+                let x = if w.flags.contains(SendFlags::SOLICITED) {
+                    x.solicited()
+                } else {
+                    x
+                };
+                x.sge_list(&[w.sge])
+            });
+            if let Err(e) = r {
+                b.abort();
+                return Err(e);
+            }
+        }
+        b.complete();
+        Ok(())
+    }
+    // (Miri: fewer configurations and rounds, the same paths.)
+    let (qps, everys, rounds): (&[QpType], &[u32], u64) = if cfg!(miri) {
+        (&[Rc, Ud], &[3], 14)
+    } else {
+        (&[Rc, Uc, Ud, Xrc, RawPacket], &[0, 3, 8], 40)
+    };
+    let mut direct_ok = 0;
+    for &qp in qps {
+        for max_sge in [0u32, 4] {
+            for sig_all in [false, true] {
+                for &signal_every in everys {
+                    let run = |list: bool| {
+                        let mem = Mem::new(16);
+                        let mut lent = Lent::new(16);
+                        let mut c = cfg(qp);
+                        c.max_sge = max_sge;
+                        c.sig_all = sig_all;
+                        c.signal_every = signal_every;
+                        c.start_pi = 0xfff5; // the 16-bit counter wraps too
+                        let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
+                        let mut out = Vec::new();
+                        for round in 0..rounds {
+                            if round % 6 == 2 {
+                                let mut b = sq.start();
+                                let _ = b.local_inv(1000 + round, 0x77).and_then(|w| w.post());
+                                b.complete();
+                            }
+                            let n = [1u64, 5, 0, 12, 3, 17, 2, 8][(round % 8) as usize];
+                            let wrs: Vec<RdmaWr> = (0..n).map(|k| wr_of(round, k).0).collect();
+                            let r = post(&mut sq, list, round % 3, &wrs);
+                            out.push((
+                                r,
+                                sq.producer(),
+                                sq.fm_cache(),
+                                sq.bf_offset(),
+                                mem.snapshot(),
+                            ));
+                            // Retire everything now and then (and let the
+                            // queue run full in between).
+                            if round % 3 == 2 && sq.outstanding() > 0 {
+                                let last = (0..16)
+                                    .filter_map(|s| sq.shadow(s).copied())
+                                    .filter(|e| e.wqebbs() != 0)
+                                    .map(|e| e.index())
+                                    .filter(|&x| {
+                                        u32::from(x.wrapping_sub(sq.consumer() as u16))
+                                            < sq.outstanding()
+                                    })
+                                    .max_by_key(|&x| x.wrapping_sub(sq.consumer() as u16));
+                                if let Some(x) = last {
+                                    sq.retire(x).unwrap();
+                                }
+                            }
+                            // Single posts in between (they share the
+                            // fast-path credits).
+                            if round % 4 == 1 {
+                                let (w, ..) = wr_of(round, 99);
+                                let _ = if list {
+                                    sq.post_rdma_write(
+                                        w.wr_id,
+                                        w.rkey,
+                                        w.remote_addr,
+                                        w.sge,
+                                        w.flags,
+                                    )
+                                } else {
+                                    let mut b = sq.start();
+                                    let r = b.rdma_write_sge(
+                                        w.wr_id,
+                                        w.rkey,
+                                        w.remote_addr,
+                                        w.sge,
+                                        w.flags,
+                                    );
+                                    b.complete();
+                                    r
+                                };
+                            }
+                        }
+                        // The shadow of the WQEs in flight (an aborted batch
+                        // may leave entries past the producer; a list writes
+                        // none when it fails).
+                        let shadow: Vec<_> = (0..sq.outstanding())
+                            .map(|d| {
+                                *sq.shadow((sq.consumer().wrapping_add(d) % 16) as usize)
+                                    .unwrap()
+                            })
+                            .collect();
+                        (out, shadow)
+                    };
+                    let builder = run(false);
+                    if builder.0.iter().any(|(r, ..)| r.is_ok()) && matches!(qp, Rc | Uc) {
+                        direct_ok += 1;
+                    }
+                    assert!(
+                        run(true) == builder,
+                        "{qp:?}, max_sge {max_sge}, sig_all {sig_all}, signal_every {signal_every}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        direct_ok >= if cfg!(miri) { 4 } else { 12 },
+        "vacuous: {direct_ok}"
+    );
+}
+
+/// A list post that fails writes nothing: not the ring, the doorbell
+/// record, the register, the shadow or the counters, wherever the element
+/// that fails is.
+#[test]
+fn failed_list_posts_leave_everything_untouched() {
+    let ok = |i: u64| {
+        RdmaWr::new(
+            i,
+            1,
+            0x1000 * i,
+            Sge::new(2, 0x2000 * i, 64),
+            SendFlags::NONE,
+        )
+    };
+    for at in [0usize, 3, 7] {
+        // An element the queue refuses (no SGEs allowed: only a
+        // zero-length SGE, which is skipped, passes).
+        let mem = Mem::new(8);
+        let mut lent = Lent::new(8);
+        let mut c = cfg(QpType::Rc);
+        c.max_sge = 0;
+        let before = mem.snapshot();
+        let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
+        let mut wrs: Vec<RdmaWr> = (0..8)
+            .map(|i| RdmaWr::new(i, 1, 2, Sge::new(3, 4, 0), SendFlags::SIGNALED))
+            .collect();
+        wrs[at].sge.length = 64;
+        assert_eq!(sq.post_rdma_write_list(&wrs), Err(PostError::TooManySges));
+        assert_eq!(mem.snapshot(), before);
+        assert_eq!((sq.producer(), sq.bf_offset(), sq.outstanding()), (0, 0, 0));
+        assert!((0..8).all(|s| *sq.shadow(s).unwrap() == SqShadowEntry::EMPTY));
+
+        // No room for the element at `at` (a partly full queue).
+        let mem = Mem::new(8);
+        let mut lent = Lent::new(8);
+        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+        let used = 8 - at as u32;
+        let first: Vec<RdmaWr> = (0..u64::from(used)).map(ok).collect();
+        sq.post_rdma_write_list(&first).unwrap();
+        let before = mem.snapshot();
+        let shadow: Vec<_> = (0..8).map(|s| *sq.shadow(s).unwrap()).collect();
+        let wrs: Vec<RdmaWr> = (100..100 + at as u64 + 1).map(ok).collect();
+        assert_eq!(sq.post_rdma_write_list(&wrs), Err(PostError::QueueFull));
+        assert_eq!(mem.snapshot(), before);
+        assert_eq!((sq.producer(), sq.outstanding()), (used, used));
+        assert!((0..8).all(|s| *sq.shadow(s).unwrap() == shadow[s]));
+        // The same list fits once the queue is retired.
+        sq.retire((used - 1) as u16).unwrap();
+        sq.post_rdma_write_list(&wrs).unwrap();
+    }
+    // Operations the QP refuses, and queues the direct paths do not serve.
+    let wrs: Vec<RdmaWr> = (0..4).map(ok).collect();
+    for (qp, op) in [
+        (QpType::Uc, 1),
+        (QpType::Ud, 0),
+        (QpType::Ud, 2),
+        (QpType::RawPacket, 2),
+        (QpType::Xrc, 0),
+    ] {
+        let mem = Mem::new(8);
+        let mut lent = Lent::new(8);
+        let before = mem.snapshot();
+        let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, cfg(qp));
+        let r = match op {
+            0 => sq.post_rdma_write_list(&wrs),
+            1 => sq.post_rdma_read_list(&wrs),
+            _ => {
+                let s: Vec<SendWr> = wrs
+                    .iter()
+                    .map(|w| SendWr::new(w.wr_id, w.sge, w.flags))
+                    .collect();
+                sq.post_send_list(&s)
+            }
+        };
+        assert!(r.is_err(), "{qp:?} {op}");
+        assert_eq!(mem.snapshot(), before);
+        assert_eq!(sq.producer(), 0);
+    }
+    // An empty list posts nothing and rings no doorbell.
+    let mem = Mem::new(8);
+    let mut lent = Lent::new(8);
+    let before = mem.snapshot();
+    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, cfg(QpType::Rc));
+    assert_eq!(sq.post_rdma_write_list(&[]), Ok(()));
+    assert_eq!(mem.snapshot(), before);
+    assert_eq!((sq.producer(), sq.bf_offset()), (0, 0));
+}
+
+/// A list writes what one-call posts of its elements, one after the
+/// other, write into the ring and the shadow; only the doorbell differs
+/// (one for the list, written after its last WQE).
+#[test]
+fn list_equals_one_call_posts_in_the_ring() {
+    let run = |list: bool| {
+        let mem = Mem::new(64);
+        let mut lent = Lent::new(64);
+        let mut c = cfg(QpType::Rc);
+        c.signal_every = 10;
+        c.start_pi = 50;
+        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+        let wrs: Vec<RdmaWr> = (0..40u64)
+            .map(|i| {
+                let f = if i % 13 == 12 {
+                    SendFlags::SIGNALED
+                } else {
+                    SendFlags::NONE
+                };
+                RdmaWr::new(i, 7, 0x9000 + i, Sge::new(8, 0x100 * i, 64 + i as u32), f)
+            })
+            .collect();
+        if list {
+            sq.post_rdma_write_list(&wrs).unwrap();
+        } else {
+            for w in &wrs {
+                sq.post_rdma_write(w.wr_id, w.rkey, w.remote_addr, w.sge, w.flags)
+                    .unwrap();
+            }
+        }
+        let shadow: Vec<_> = (0..64).map(|s| *sq.shadow(s).unwrap()).collect();
+        (mem.ring(), mem.dbrec(), shadow, sq.producer())
+    };
+    assert!(run(true) == run(false));
 }

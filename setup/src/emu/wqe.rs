@@ -425,6 +425,11 @@ pub fn parse(bytes: &[u8], ctx: &ParseCtx) -> Result<Wqe, WqeFault> {
             let eth = parse_eth(&mut cur)?;
             check_eth_header(ctx, kind, &eth)?;
             let sges = data_segs(&mut cur, true)?;
+            // A session carries at least one packet: a title alone (DS 2)
+            // is a malformed multi-packet WQE.
+            if matches!(kind, EthKind::Mpw | EthKind::Empw) && sges.is_empty() {
+                return Err(WqeFault::MpwSession);
+            }
             Op::Eth { kind, eth, sges }
         }
         _ => return Err(WqeFault::Unsupported),

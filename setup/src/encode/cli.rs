@@ -26,7 +26,7 @@ INPUT
   are ignored, as ibv_post_send ignores them.
 
   op=        send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa
-             local_inv nop tso raw_send (the ibv_wr_opcode names, e.g. send_with_imm, work too;
+             local_inv nop tso raw_send, empw mpw (see below) (the ibv_wr_opcode names, e.g. send_with_imm, work too;
              on --qp raw, send is a raw Ethernet send like raw_send)
   wr_id=     the work request id (kept in the queue's shadow; not in the WQE)
   flags=     comma list of signaled solicited fence inline ip_csum (ibv_send_flags;
@@ -48,6 +48,26 @@ INPUT
              address handle; the remote QPN (with the extended-AV bit) and Q_Key are written over it
   xrc_srqn=  the remote XRC SRQ number (XRC)
   mss= hdr=HEX  TSO: segment size and the L2-L4 header inlined in the Ethernet segment
+
+MULTI-PACKET BURSTS (--qp raw)
+  op=empw / op=mpw: one line is one burst of packets posted through the core's Tx queue
+  (mlx5dp::sq::mpw::TxQueue) in enhanced-MPW / legacy-MPW mode, with one doorbell; the queue
+  packs the packets into sessions (one WQE each) as its rules say, and a packet no session can
+  take goes out as its own SEND WQE. Every WQE is printed as above. An input with such lines
+  holds only lines of that one op (blank lines change nothing: each line is its own burst).
+  pkt=inline:HEX[:csum]   a frame given by its bytes; it has no address, so it must be
+             inlined: at most --empw-inline-max bytes
+  pkt=ptr:ADDR:LEN:LKEY[:csum]  a frame in registered memory: sent by pointer, or inlined
+             when its length is at most --empw-inline-max and a mem= gives its bytes
+             (mem= must then cover the whole frame)
+             (repeatable, in order; `:csum`: L3+L4 checksum offload for that packet; packets
+             with other offloads start a new session)
+  flags=     ip_csum: checksum offload for every packet; signaled: every WQE of the burst
+             requests a CQE (otherwise the burst-end rule: the last WQE requests one once 32
+             pointer packets, or --empw-wqe-thres WQEBBs, went unsignalled)
+  wr_id=     the id of the first packet (the next ones count up)
+  A packet the queue refuses (too short: 18 bytes or less; the queue full) ends the run after
+  the packets before it in its burst were posted. After each burst the device completes it.
 
 OUTPUT
   Per WQE: its WQE index (the 16-bit counter of its control segment; the ring slot is the index
@@ -76,7 +96,9 @@ ERRORS
 
 EXAMPLE
   printf 'op=send flags=signaled sge=0x200001000:256:0x1234\\n' |
-    mlx5dp encode wqe --qp rc --qpn 0x123 --sq-wqebbs 64 --pi 0 --json";
+    mlx5dp encode wqe --qp rc --qpn 0x123 --sq-wqebbs 64 --pi 0 --json
+  printf 'op=empw flags=ip_csum pkt=ptr:0x10000:64:0x7 pkt=ptr:0x10040:1500:0x7\n' |
+    mlx5dp encode wqe --qp raw --qpn 0x44 --sq-wqebbs 64 --pi 0";
 
 /// The QP types of `--qp`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -212,6 +234,27 @@ pub struct WqeArgs {
     /// rollback) instead of posting the ones before it (ibv_post_send).
     #[arg(long)]
     pub abort_on_error: bool,
+    /// empw/mpw bursts: frames up to this length are inlined into sessions
+    /// (DPDK inlen_empw); default 268. 0: never inline.
+    #[arg(long, value_parser = num_u16)]
+    pub empw_inline_max: Option<u16>,
+    /// empw/mpw bursts: most packets per session; default 32 (legacy MPW:
+    /// at most 6 whatever this says).
+    #[arg(long, value_parser = num_u16)]
+    pub empw_max_pkts: Option<u16>,
+    /// empw/mpw bursts: a packet sent as its own SEND WQE inlines a frame up
+    /// to this length (DPDK inlen_send); default 0.
+    #[arg(long, value_parser = num_u16, default_value = "0")]
+    pub empw_inline_send: u16,
+    /// empw/mpw bursts: the burst-end CQE rule also requests a CQE after
+    /// this many unsignalled WQEBBs (DPDK wqe_thres); 0: packets only.
+    #[arg(long, value_parser = num_u16, default_value = "0")]
+    pub empw_wqe_thres: u16,
+    /// empw/mpw bursts: DPDK 26.07's packing (960-byte sessions, legacy MPW
+    /// inline room = --empw-inline-max, CE "only first error" on WQEs that
+    /// request no CQE), to reproduce the mlx5 PMD's WQEs.
+    #[arg(long)]
+    pub empw_dpdk: bool,
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -252,6 +295,11 @@ impl WqeArgs {
         c.max_post = self.max_post;
         c.wrs_in_flight = self.wrs_in_flight;
         c.abort_on_error = self.abort_on_error;
+        c.empw_inline_max = self.empw_inline_max;
+        c.empw_max_pkts = self.empw_max_pkts;
+        c.empw_inline_send = self.empw_inline_send;
+        c.empw_wqe_thres = self.empw_wqe_thres;
+        c.empw_dpdk = self.empw_dpdk;
         c
     }
 }

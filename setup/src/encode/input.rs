@@ -67,6 +67,11 @@ pub enum OpKind {
     Tso,
     /// `raw_send`: a send on a raw Ethernet QP (same as `send` there).
     RawSend,
+    /// `empw`: one burst of `pkt=` packets through the core's `TxQueue` in
+    /// enhanced-MPW mode (raw Ethernet QPs).
+    Empw,
+    /// `mpw`: the same in legacy-MPW mode.
+    Mpw,
 }
 
 impl OpKind {
@@ -85,6 +90,8 @@ impl OpKind {
         ("nop", OpKind::Nop),
         ("tso", OpKind::Tso),
         ("raw_send", OpKind::RawSend),
+        ("empw", OpKind::Empw),
+        ("mpw", OpKind::Mpw),
         ("send_with_imm", OpKind::SendImm),
         ("send_with_inv", OpKind::SendInv),
         ("rdma_write_with_imm", OpKind::RdmaWriteImm),
@@ -98,6 +105,11 @@ impl OpKind {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(s))
             .map(|&(_, op)| op)
+    }
+
+    /// Whether this is a multi-packet burst (`empw`, `mpw`).
+    pub fn is_session(self) -> bool {
+        matches!(self, OpKind::Empw | OpKind::Mpw)
     }
 
     /// The canonical `op=` name.
@@ -133,6 +145,24 @@ pub struct SgeSpec {
     pub length: u32,
     /// Local key.
     pub lkey: u32,
+}
+
+/// One `pkt=` of an `empw` / `mpw` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PktSpec {
+    /// Where the frame is.
+    pub buf: PktBuf,
+    /// `:csum`: L3 and L4 checksum offload for this packet.
+    pub csum: bool,
+}
+
+/// The frame of a `pkt=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PktBuf {
+    /// `inline:HEX`: the frame's bytes, to be inlined.
+    Inline(Vec<u8>),
+    /// `ptr:ADDR:LEN:LKEY`: a frame in registered memory.
+    Ptr(SgeSpec),
 }
 
 /// One `mem=ADDR:HEX`: memory contents at an address.
@@ -186,6 +216,8 @@ pub struct WorkRequest {
     pub mss: u16,
     /// `hdr=`: the TSO header.
     pub hdr: Vec<u8>,
+    /// `pkt=` entries of an `empw` / `mpw` line, in order.
+    pub pkts: Vec<PktSpec>,
 }
 
 impl WorkRequest {
@@ -210,6 +242,7 @@ impl WorkRequest {
             xrc_srqn: None,
             mss: 0,
             hdr: Vec::new(),
+            pkts: Vec::new(),
         }
     }
 }
@@ -242,10 +275,11 @@ const KEYS: &[&str] = &[
     "xrc_srqn",
     "mss",
     "hdr",
+    "pkt",
 ];
 
 /// Keys that may appear more than once on a line.
-const REPEATABLE: &[&str] = &["sge", "inline", "mem"];
+const REPEATABLE: &[&str] = &["sge", "inline", "mem", "pkt"];
 
 /// Parses the whole input into batches. Text from a `#` to the end of its
 /// line is a comment; a line holding only a comment is skipped. A line with nothing but blanks ends the current batch; so does the
@@ -299,7 +333,7 @@ pub fn parse_line(line: usize, text: &str) -> Result<WorkRequest, LineError> {
         fields.push((key, value));
     }
     let Some(&(_, op_text)) = fields.iter().find(|(k, _)| *k == "op") else {
-        return Err(err("missing op= (one of send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa local_inv nop tso raw_send)".into()));
+        return Err(err("missing op= (one of send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa local_inv nop tso raw_send empw mpw)".into()));
     };
     let Some(op) = OpKind::parse(op_text) else {
         return Err(err(format!("unknown op `{}`", clip(op_text))));
@@ -353,10 +387,40 @@ pub fn parse_line(line: usize, text: &str) -> Result<WorkRequest, LineError> {
                     .ok_or_else(|| bad("not a 16-bit integer"))?
             }
             "hdr" => wr.hdr = parse_hex(value).map_err(|m| bad(&m))?,
+            "pkt" => wr.pkts.push(parse_pkt(value).map_err(|m| bad(&m))?),
             _ => return Err(err(format!("unknown key `{key}`"))),
         }
     }
+    if op.is_session() {
+        if wr.pkts.is_empty() {
+            return Err(err(format!("op={} needs at least one pkt=", op.name())));
+        }
+        if !wr.sges.is_empty() || !wr.inline.is_empty() {
+            return Err(err(format!(
+                "op={} takes its packets as pkt=, not sge= or inline=",
+                op.name()
+            )));
+        }
+    } else if !wr.pkts.is_empty() {
+        return Err(err("pkt= belongs to op=empw and op=mpw lines".into()));
+    }
     Ok(wr)
+}
+
+/// `inline:HEX[:csum]` or `ptr:ADDR:LEN:LKEY[:csum]`.
+fn parse_pkt(s: &str) -> Result<PktSpec, String> {
+    let (body, csum) = match s.strip_suffix(":csum") {
+        Some(b) => (b, true),
+        None => (s, false),
+    };
+    let buf = if let Some(h) = body.strip_prefix("inline:") {
+        PktBuf::Inline(parse_hex(h)?)
+    } else if let Some(g) = body.strip_prefix("ptr:") {
+        PktBuf::Ptr(parse_sge(g).map_err(|_| "a pointer packet is ptr:ADDR:LEN:LKEY[:csum]")?)
+    } else {
+        return Err("a packet is inline:HEX[:csum] or ptr:ADDR:LEN:LKEY[:csum]".into());
+    };
+    Ok(PktSpec { buf, csum })
 }
 
 /// At most 40 characters of user text, for messages.
@@ -482,6 +546,22 @@ mod tests {
     }
 
     #[test]
+    fn session_lines() {
+        let wr = parse_line(
+            1,
+            "op=empw wr_id=9 flags=ip_csum,signaled pkt=inline:0011 pkt=ptr:0x1000:64:7:csum",
+        )
+        .unwrap();
+        assert_eq!(wr.op, OpKind::Empw);
+        assert_eq!(wr.pkts.len(), 2);
+        assert_eq!(wr.pkts[0].buf, PktBuf::Inline(vec![0, 0x11]));
+        assert!(!wr.pkts[0].csum && wr.pkts[1].csum);
+        assert!(
+            matches!(wr.pkts[1].buf, PktBuf::Ptr(g) if g.addr == 0x1000 && g.length == 64 && g.lkey == 7)
+        );
+    }
+
+    #[test]
     fn batches_and_comments() {
         let b = parse_input("# c\nop=nop\n  # c\nop=nop # trailing\n\n\n op=send\n").unwrap();
         assert_eq!(b.len(), 2);
@@ -504,6 +584,12 @@ mod tests {
             "op=send flags=signalled",
             "op=send mem=0xffffffffffffffff:0000",
             "op=send mss=65536",
+            "op=empw",
+            "op=empw pkt=foo:00",
+            "op=empw pkt=ptr:1:2",
+            "op=empw pkt=inline:0 ",
+            "op=send pkt=inline:00",
+            "op=mpw pkt=inline:00 sge=1:2:3",
         ] {
             let e = parse_input(&format!("\n{bad}")).unwrap_err();
             assert_eq!(e.line, 2, "{bad}");

@@ -51,12 +51,15 @@ pub mod input;
 pub mod memory;
 pub mod post;
 
-use self::input::LineError;
+use self::input::{LineError, OpKind};
 use self::memory::{Memory, SetupError, UAR_PAGE};
 use self::post::Prepared;
+use mlx5dp::sq::mpw::{
+    CqePolicy, Empw, LegacyMpw, Packet, PacketBuf, TxConfig, TxError, TxMode, TxOffload, TxQueue,
+};
 use mlx5dp::sq::{
-    BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy, PostError, QpType,
-    SendQueue, SqConfig, SqShadowEntry, Wqebb,
+    BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy, FrameSge, PostError, QpType,
+    SendQueue, Sge, SqConfig, SqShadowEntry, Wqebb,
 };
 use std::fmt;
 
@@ -111,6 +114,21 @@ pub struct EncodeConfig {
     /// Discard a batch with a refused work request (`ibv_wr_complete`)
     /// instead of posting the work requests before it (`ibv_post_send`).
     pub abort_on_error: bool,
+    /// `empw` / `mpw` bursts: frames up to this length are inlined into
+    /// sessions ([`TxConfig::inline_max`], DPDK `inlen_empw`); `None`: 268.
+    pub empw_inline_max: Option<u16>,
+    /// `empw` / `mpw` bursts: packets per session; `None`: 32 (legacy MPW
+    /// is capped at 6 whatever this says).
+    pub empw_max_pkts: Option<u16>,
+    /// `empw` / `mpw` bursts: a packet sent as its own WQE inlines a frame
+    /// up to this length ([`TxConfig::single_inline_max`], DPDK `inlen_send`).
+    pub empw_inline_send: u16,
+    /// `empw` / `mpw` bursts: the burst-end CQE rule also counts this many
+    /// WQEBBs (DPDK `wqe_thres`; 0: packets only).
+    pub empw_wqe_thres: u16,
+    /// `empw` / `mpw` bursts: DPDK 26.07's policy ([`TxConfig::dpdk_empw`],
+    /// [`TxConfig::dpdk_mpw`]: 960-byte sessions, CE "only first error").
+    pub empw_dpdk: bool,
 }
 
 impl EncodeConfig {
@@ -143,7 +161,40 @@ impl EncodeConfig {
             max_post: None,
             wrs_in_flight: 0,
             abort_on_error: false,
+            empw_inline_max: None,
+            empw_max_pkts: None,
+            empw_inline_send: 0,
+            empw_wqe_thres: 0,
+            empw_dpdk: false,
         }
+    }
+
+    /// The Tx queue settings of `empw` (`mpw`: `legacy`) bursts. Without
+    /// `flags=signaled` a burst follows the burst-end rule: its last WQE
+    /// requests a CQE once 32 pointer packets (or `--empw-wqe-thres`
+    /// WQEBBs) went unsignalled; `flags=signaled` asks a CQE of every WQE
+    /// of the burst.
+    pub fn tx_config(&self, legacy: bool) -> TxConfig {
+        let inl = self
+            .empw_inline_max
+            .unwrap_or(mlx5dp::prm::mpw::EMPW_DEF_INLINE_LEN as u16);
+        let mut c = match (self.empw_dpdk, legacy) {
+            (true, true) => TxConfig::dpdk_mpw(inl, self.empw_inline_send, self.empw_wqe_thres),
+            (true, false) => TxConfig::dpdk_empw(inl, self.empw_inline_send, self.empw_wqe_thres),
+            (false, _) => TxConfig {
+                inline_max: inl,
+                single_inline_max: self.empw_inline_send,
+                cqe: CqePolicy::BurstEnd {
+                    packets: mlx5dp::prm::mpw::EMPW_MAX_PACKETS as u16,
+                    wqebbs: self.empw_wqe_thres,
+                },
+                ..TxConfig::new()
+            },
+        };
+        if let Some(n) = self.empw_max_pkts {
+            c.max_packets = n;
+        }
+        c
     }
 
     /// The default `max_inline_data` of a QP type (see [`EncodeConfig::new`]).
@@ -215,6 +266,8 @@ pub enum Refused {
     Post(PostError),
     /// A raw Ethernet send with no data (libmlx5: `EINVAL`).
     NoFrame,
+    /// The Tx queue refused a packet of an `empw` / `mpw` burst.
+    Tx(TxError),
 }
 
 impl Refused {
@@ -237,6 +290,8 @@ impl Refused {
                 | PostError::WqeTooLarge => "EINVAL",
             },
             Refused::NoFrame => "EINVAL",
+            Refused::Tx(TxError::QueueFull) => "ENOMEM",
+            Refused::Tx(_) => "EINVAL",
         }
     }
 }
@@ -266,6 +321,15 @@ impl fmt::Display for Refused {
                 PostError::WqeTooLarge => "the WQE would be larger than 63 DS (1008 bytes)",
             },
             Refused::NoFrame => "a raw Ethernet send needs at least one sge= (or inline=)",
+            Refused::Tx(e) => match e {
+                TxError::QueueFull => "a packet of the burst does not fit the send queue",
+                TxError::BadLength => "a packet of the burst is 18 bytes or shorter, or too long",
+                TxError::FrameBytesRequired => {
+                    "a packet sent as its own WQE needs its first bytes: give them with mem="
+                }
+                TxError::BadTso => "TSO in a burst",
+                TxError::WqeTooLarge => "a packet's WQE would be larger than 63 DS",
+            },
         };
         write!(f, "work request refused ({}): {why}", self.errno())
     }
@@ -487,6 +551,32 @@ pub fn encode(cfg: &EncodeConfig, text: &str) -> Result<Encoded, EncodeError> {
         }
         prepared.push(wrs);
     }
+    let sessions = prepared.iter().flatten().filter(|p| p.wr.op.is_session());
+    if let Some(first) = sessions.clone().next() {
+        let op = first.wr.op;
+        if let Some(p) = prepared.iter().flatten().find(|p| p.wr.op != op) {
+            return Err(LineError::new(
+                p.wr.line,
+                format!(
+                    "op={} after op={} on line {}: an input with empw/mpw bursts holds bursts of that one op only",
+                    p.wr.op.name(),
+                    op.name(),
+                    first.wr.line
+                ),
+            )
+            .into());
+        }
+        let tx_cfg = cfg.tx_config(op == OpKind::Mpw);
+        for p in sessions {
+            check_inline_pkts(p, &tx_cfg)?;
+        }
+        let bursts: Vec<&Prepared> = prepared.iter().flatten().collect();
+        return if op == OpKind::Mpw {
+            run_sessions_p::<LegacyMpw>(cfg, tx_cfg, &bursts)
+        } else {
+            run_sessions_p::<Empw>(cfg, tx_cfg, &bursts)
+        };
+    }
     if cfg.bf_size == 0 || cfg.shut_up_bf {
         run::<DoorbellOnly>(cfg, &prepared)
     } else if cfg.prefer_bf {
@@ -494,6 +584,190 @@ pub fn encode(cfg: &EncodeConfig, text: &str) -> Result<Encoded, EncodeError> {
     } else {
         run::<BlueFlameInline>(cfg, &prepared)
     }
+}
+
+/// An `inline:` packet has no address: it must be inlined, so it must fit
+/// the session inline limits.
+fn check_inline_pkts(p: &Prepared, tx: &TxConfig) -> Result<(), EncodeError> {
+    let max = std::cmp::min(tx.inline_max, tx.max_inline_bytes);
+    for (i, k) in p.pkts.iter().enumerate() {
+        if k.inline_only && k.len > u32::from(max) {
+            return Err(LineError::new(
+                p.wr.line,
+                format!(
+                    "pkt {i}: inline:{} bytes, more than the session inline limit {max} (--empw-inline-max); give it as ptr: (with mem=)",
+                    k.len
+                ),
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// [`run_sessions`] with the doorbell policy of `cfg`.
+fn run_sessions_p<M: TxMode>(
+    cfg: &EncodeConfig,
+    tx: TxConfig,
+    bursts: &[&Prepared],
+) -> Result<Encoded, EncodeError> {
+    if cfg.bf_size == 0 || cfg.shut_up_bf {
+        run_sessions::<DoorbellOnly, M>(cfg, tx, bursts)
+    } else if cfg.prefer_bf {
+        run_sessions::<BlueFlamePreferred, M>(cfg, tx, bursts)
+    } else {
+        run_sessions::<BlueFlameInline, M>(cfg, tx, bursts)
+    }
+}
+
+/// The core packets of a burst line.
+fn packets(p: &Prepared) -> Vec<Packet<'_>> {
+    p.pkts
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let buf = match &k.data {
+                Some(d) => PacketBuf::Frame(FrameSge::with_addr(k.lkey, k.addr, d)),
+                None => PacketBuf::Ptr(Sge::new(k.lkey, k.addr, k.len)),
+            };
+            let pkt = Packet::from_buf(p.wr.wr_id.wrapping_add(i as u64), buf)
+                .with_offload(TxOffload::NONE);
+            if k.csum {
+                pkt.with_csum()
+            } else {
+                pkt
+            }
+        })
+        .collect()
+}
+
+/// Posts one burst line: every packet, then `complete` (the packets before
+/// a refused one are posted, as `tx_burst` does).
+fn post_burst<P: DoorbellPolicy, M: TxMode>(
+    q: &mut TxQueue<'_, P, mlx5dp::sq::AnyQp, M>,
+    tx: &TxConfig,
+    p: &Prepared,
+) -> Option<Refusal> {
+    q.set_cqe_policy(if p.wr.flags.signaled {
+        CqePolicy::EverySessions(1)
+    } else {
+        tx.cqe
+    });
+    let pkts = packets(p);
+    let mut b = q.start();
+    let mut refusal = None;
+    for k in &pkts {
+        if let Err(e) = b.push(k) {
+            refusal = Some(Refusal {
+                line: p.wr.line,
+                reason: Refused::Tx(e),
+            });
+            break;
+        }
+    }
+    // A burst never rolls back: what was accepted is posted (`tx_burst`).
+    b.complete();
+    refusal
+}
+
+/// Like [`run`], through the core's [`TxQueue`]: each line one burst.
+fn run_sessions<P: DoorbellPolicy, M: TxMode>(
+    cfg: &EncodeConfig,
+    tx: TxConfig,
+    bursts: &[&Prepared],
+) -> Result<Encoded, EncodeError> {
+    let cnt = cfg.sq_wqebbs;
+    let staging_len = std::cmp::max(cnt as usize, 16);
+    let sq_cfg = cfg.sq_config();
+    let [fill_a, fill_b] = UAR_FILLS;
+    let (mem_a, mem_b) = (Memory::new(cnt, fill_a)?, Memory::new(cnt, fill_b)?);
+    let mut shadow_a = vec![SqShadowEntry::EMPTY; cnt as usize];
+    let mut shadow_b = shadow_a.clone();
+    let mut staging_a = vec![Wqebb::ZERO; staging_len];
+    let mut staging_b = staging_a.clone();
+    let ids_len = (cnt as usize * 64).next_power_of_two();
+    let mut ids_a = vec![0u64; ids_len];
+    let mut ids_b = ids_a.clone();
+    let bf_reg = cfg.bf_reg as usize;
+    let sq_a = mem_a.queue::<P>(sq_cfg, bf_reg, cfg.bf_size, &mut shadow_a, &mut staging_a)?;
+    let sq_b = mem_b.queue::<P>(sq_cfg, bf_reg, cfg.bf_size, &mut shadow_b, &mut staging_b)?;
+    let tx_err = |e| EncodeError::Config(format!("the Tx queue refused its settings: {e:?}"));
+    let mut q_a: TxQueue<'_, P, _, M> = TxQueue::new(sq_a, &mut ids_a, tx).map_err(tx_err)?;
+    let mut q_b: TxQueue<'_, P, _, M> = TxQueue::new(sq_b, &mut ids_b, tx).map_err(tx_err)?;
+
+    let mut out = Encoded {
+        events: Vec::new(),
+        refusal: None,
+    };
+    for p in bursts {
+        mem_a.refill_uar()?;
+        mem_b.refill_uar()?;
+        let start = q_a.send_queue().producer();
+        let refusal = post_burst(&mut q_a, &tx, p);
+        let _same = post_burst(&mut q_b, &tx, p);
+        let end = q_a.send_queue().producer();
+        let mut at = start;
+        let mut last = None;
+        while at != end {
+            let slot = at & (cnt - 1);
+            let n = q_a
+                .send_queue()
+                .shadow(slot as usize)
+                .map_or(0, |e| u32::from(e.wqebbs()));
+            if n == 0 {
+                return Err(EncodeError::Setup(format!(
+                    "no WQE starts at slot {slot} of the shadow"
+                )));
+            }
+            let bytes = mem_a.wqebbs(slot, n)?;
+            let ds = bytes.get(7).map_or(0, |b| b & 0x3f);
+            out.events.push(Event::Wqe(Wqe {
+                wqe_index: at as u16,
+                wqebbs: n,
+                ds,
+                bytes,
+            }));
+            last = Some(at as u16);
+            at = at.wrapping_add(n);
+        }
+        if let Some(index) = last {
+            out.events.push(Event::Doorbell(doorbell(&mem_a, &mem_b)?));
+            // The device completes the burst.
+            for r in [q_a.retire(index, |_| {}), q_b.retire(index, |_| {})] {
+                r.map_err(|e| EncodeError::Setup(format!("retire: {e:?}")))?;
+            }
+        }
+        if refusal.is_some() {
+            out.refusal = refusal;
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// The doorbell record and the register write of the batch just posted.
+fn doorbell(mem_a: &Memory, mem_b: &Memory) -> Result<Doorbell, EncodeError> {
+    let [fill_a, fill_b] = UAR_FILLS;
+    let (ua, ub) = (mem_a.uar()?, mem_b.uar()?);
+    let written: Vec<usize> = (0..UAR_PAGE)
+        .filter(|&i| ua.get(i) != Some(&fill_a) || ub.get(i) != Some(&fill_b))
+        .collect();
+    let mmio = match (written.first(), written.last()) {
+        (Some(&lo), Some(&hi)) => Some(Mmio {
+            kind: if hi + 1 - lo == 8 {
+                MmioKind::Doorbell
+            } else {
+                MmioKind::BlueFlame
+            },
+            offset: lo as u32,
+            bytes: ua.get(lo..=hi).unwrap_or(&[]).to_vec(),
+        }),
+        _ => None,
+    };
+    Ok(Doorbell {
+        dbrec: mem_a.dbrec()?,
+        mmio,
+    })
 }
 
 /// UAR fills of the two runs (the golden vectors' fills).
@@ -555,26 +829,7 @@ fn run<P: DoorbellPolicy>(
             at = at.wrapping_add(n);
         }
         if let Some(index) = last {
-            let (ua, ub) = (mem_a.uar()?, mem_b.uar()?);
-            let written: Vec<usize> = (0..UAR_PAGE)
-                .filter(|&i| ua.get(i) != Some(&fill_a) || ub.get(i) != Some(&fill_b))
-                .collect();
-            let mmio = match (written.first(), written.last()) {
-                (Some(&lo), Some(&hi)) => Some(Mmio {
-                    kind: if hi + 1 - lo == 8 {
-                        MmioKind::Doorbell
-                    } else {
-                        MmioKind::BlueFlame
-                    },
-                    offset: lo as u32,
-                    bytes: ua.get(lo..=hi).unwrap_or(&[]).to_vec(),
-                }),
-                _ => None,
-            };
-            out.events.push(Event::Doorbell(Doorbell {
-                dbrec: mem_a.dbrec()?,
-                mmio,
-            }));
+            out.events.push(Event::Doorbell(doorbell(&mem_a, &mem_b)?));
             // The device completes the batch: the last WQE's completion
             // retires it and everything before it.
             for sq in [&mut sq_a, &mut sq_b] {

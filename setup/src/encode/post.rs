@@ -4,7 +4,7 @@
 //! data setter.
 #![forbid(unsafe_code)]
 
-use super::input::{MemSpec, OpKind, SgeSpec, WorkRequest};
+use super::input::{MemSpec, OpKind, PktBuf, SgeSpec, WorkRequest};
 use super::{EncodeConfig, Refused};
 use mlx5dp::prm::Av;
 use mlx5dp::sq::{Batch, DoorbellPolicy, FrameSge, PostError, QpType, Sge};
@@ -51,6 +51,26 @@ pub struct Prepared {
     pub payload: Payload,
     /// Its address vector, as the core's type.
     pub av: Option<Av>,
+    /// The packets of an `empw` / `mpw` line.
+    pub pkts: Vec<SessionPkt>,
+}
+
+/// One packet of an `empw` / `mpw` line, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPkt {
+    /// Local key (0 for `inline:`).
+    pub lkey: u32,
+    /// Address (0 for `inline:`).
+    pub addr: u64,
+    /// Frame length.
+    pub len: u32,
+    /// The frame's bytes when known (`inline:`, or `ptr:` covered by
+    /// `mem=`): the queue may inline the frame. `None`: pointer only.
+    pub data: Option<Vec<u8>>,
+    /// Given as `inline:`: it must be inlined (it has no address).
+    pub inline_only: bool,
+    /// L3/L4 checksum offload (`:csum` or the line's `flags=ip_csum`).
+    pub csum: bool,
 }
 
 /// The bytes `addr .. addr + len` from the line's `mem=` entries (a later
@@ -134,7 +154,69 @@ pub fn prepare(cfg: &EncodeConfig, mut wr: WorkRequest) -> Result<Prepared, Stri
                 .collect(),
         )
     };
-    Ok(Prepared { wr, payload, av })
+    let pkts = if wr.op.is_session() {
+        if !raw_qp {
+            return Err(format!(
+                "op={} is a raw Ethernet burst (--qp raw)",
+                wr.op.name()
+            ));
+        }
+        session_pkts(&wr)?
+    } else {
+        Vec::new()
+    };
+    Ok(Prepared {
+        wr,
+        payload,
+        av,
+        pkts,
+    })
+}
+
+/// The packets of a session line: `inline:` bytes, or `ptr:` with its
+/// bytes when `mem=` covers the whole frame (none of it: pointer only).
+fn session_pkts(wr: &WorkRequest) -> Result<Vec<SessionPkt>, String> {
+    let mut out = Vec::with_capacity(wr.pkts.len());
+    for (i, p) in wr.pkts.iter().enumerate() {
+        let csum = p.csum || wr.flags.ip_csum;
+        out.push(match &p.buf {
+            PktBuf::Inline(d) => SessionPkt {
+                lkey: 0,
+                addr: 0,
+                len: d.len() as u32,
+                data: Some(d.clone()),
+                inline_only: true,
+                csum,
+            },
+            PktBuf::Ptr(g) => {
+                let covered = read_mem(&wr.mem, g.addr, 1).is_ok();
+                let data = if covered {
+                    if u64::from(g.length) > MAX_FRAME_BYTES {
+                        return Err(format!(
+                            "pkt {i}: the tool reads frames of at most {MAX_FRAME_BYTES} bytes"
+                        ));
+                    }
+                    Some(read_mem(&wr.mem, g.addr, g.length as usize).map_err(|missing| {
+                        format!(
+                            "pkt {i}: mem= gives the start of the frame at {:#x} but not the byte at {missing:#x}",
+                            g.addr
+                        )
+                    })?)
+                } else {
+                    None
+                };
+                SessionPkt {
+                    lkey: g.lkey,
+                    addr: g.addr,
+                    len: g.length,
+                    data,
+                    inline_only: false,
+                    csum,
+                }
+            }
+        });
+    }
+    Ok(out)
 }
 
 /// `IBV_SEND_INLINE`: the SGEs' bytes, copied from `mem=`.
@@ -217,6 +299,8 @@ pub fn post<P: DoorbellPolicy>(
         OpKind::LocalInv => batch.local_inv(id, wr.invalidate_rkey),
         OpKind::Nop => batch.nop(id),
         OpKind::Tso => batch.tso(id, &wr.hdr, wr.mss),
+        // Bursts go through the Tx queue, never here.
+        OpKind::Empw | OpKind::Mpw => Err(PostError::UnsupportedOp),
     };
     let mut w = built.map_err(Refused::Post)?;
     if wr.flags.signaled {
