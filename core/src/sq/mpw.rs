@@ -680,7 +680,9 @@ fn stage(staging: &mut [Wqebb]) -> &mut [u8] {
 }
 
 /// Writes `src` at `at` in `buf`, if it fits (it always does: every caller
-/// checked the DS count against the staging size first).
+/// checked the DS count against the staging size first). Inlined, so that
+/// fixed-size sources (segments, padding) become plain stores, not calls.
+#[inline(always)]
 fn put(buf: &mut [u8], at: usize, src: &[u8]) {
     if let Some(d) = buf.get_mut(at..at + src.len()) {
         d.copy_from_slice(src);
@@ -763,12 +765,14 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             self.close(CloseReason::Unsupported);
             return self.single(p, len);
         };
-        // Does it join the open session?
-        if let Some(o) = self.open {
-            let reason = self.misfit(&o, p, len, desc);
-            if let Some(r) = reason {
-                self.close(r);
-            }
+        // Does it join the open session? (By reference: `Open` is a few
+        // dozen bytes, copied out and back per packet otherwise.)
+        if let Some(r) = self
+            .open
+            .as_ref()
+            .and_then(|o| self.misfit(o, p, len, desc))
+        {
+            self.close(r);
         }
         if self.open.is_none() {
             self.open_session(p, len, desc)?;
@@ -870,7 +874,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
 
     /// Adds `p` to the open session (it fits: checked by `misfit`).
     fn add(&mut self, p: &Packet<'_>, desc: Desc) {
-        let Some(mut o) = self.open else { return };
+        let Some(o) = self.open.as_mut() else { return };
         let buf = stage(self.q.sq.staging);
         let at = o.ds as usize * SEND_WQE_DS;
         match desc {
@@ -887,14 +891,18 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     o.ds = mpw::TITLE_DS as u32 + (end - hdr).div_ceil(SEND_WQE_DS) as u32;
                     zero(buf, end, o.ds as usize * SEND_WQE_DS);
                 } else {
+                    let units = (4 + n).div_ceil(SEND_WQE_DS as u32);
+                    // Padding: zero the last 16-byte unit first (one fixed
+                    // store, no `memset` call), then the segment header and
+                    // the frame over it (the frame ends inside that unit).
+                    let last = at + (units as usize - 1) * SEND_WQE_DS;
+                    put(buf, last, &[0u8; SEND_WQE_DS]);
                     let seg = InlineByteCount::new().with_byte_count(n).with_inline(true);
                     put(buf, at, seg.into_bits().as_bytes());
                     match p.vlan_tci {
                         Some(tci) => put_vlan(buf, at + 4, frame, tci),
                         None => put(buf, at + 4, frame),
                     }
-                    let units = (4 + n).div_ceil(SEND_WQE_DS as u32);
-                    zero(buf, at + 4 + n as usize, at + units as usize * SEND_WQE_DS);
                     o.ds += units;
                     o.inline_bytes += n;
                 }
@@ -914,7 +922,6 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         }
         o.pkts += 1;
         self.record_id(p.id);
-        self.open = Some(o);
     }
 
     fn record_id(&mut self, id: u64) {
