@@ -6,6 +6,9 @@
 //! - [`wqe`]: send WQEs: the control segment and the segments the QP type
 //!   and opcode imply.
 //! - [`mini`]: mini-CQEs of a compressed session, in each format.
+//! - [`cq`]: a whole CQ ring snapshot, polled in order by the core's own
+//!   poller over a copy of the ring (the one module here with `unsafe`:
+//!   building that `Cq`).
 //! - [`trace`]: the record format of `hw-traces/`.
 //! - [`cli`]: the `mlx5dp decode` subcommand (arguments, exit codes).
 //!

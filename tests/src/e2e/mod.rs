@@ -3,9 +3,9 @@
 //! A scenario takes a [`Backend`] (the emulated device in step mode or on
 //! its own thread today, a ConnectX later), creates its objects through
 //! it, then posts and polls through the core only: [`SendQueue`] for
-//! sends, [`Rq`] for cyclic receives, [`Cq`] for completions. The core
-//! has no SRQ or striding-RQ poster yet, so [`TestSrq`] and
-//! [`TestStridingRq`] post those the way libmlx5 and DPDK do.
+//! sends, [`Rq`] for cyclic receives, [`Cq`] for completions;
+//! [`TestSrq`] and [`TestStridingRq`] are thin wrappers over the core's
+//! `Srq` and `StridingRq` that keep the scenarios' bookkeeping.
 //!
 //! [`Queues`] is the [`WorkQueues`] the CQs map completions through; it
 //! records every work request a completion retires ([`Retired`], the
