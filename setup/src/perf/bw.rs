@@ -159,6 +159,40 @@ pub fn run(o: &Opts) -> Result<Report, PerfError> {
         }
     }
     let elapsed = run.finish();
+    // The run ends when the sender's last CQE arrived; the receiver's CQEs
+    // for the last messages may still be on their way (the device writes
+    // them independently, on its own thread in thread mode). Drain them so
+    // the receive count is complete: all of them on a reliable QP (RC/UC
+    // here deliver every message or fail the run), and on UD until no more
+    // arrive for a while (UD may drop a message when no receive is posted).
+    if o.test == Test::SendBw {
+        let settle = Deadline::start();
+        let mut idle = std::time::Instant::now();
+        let mut spins = 0u64;
+        while received < posted {
+            let seen = drain(&mut p.cq_b, &mut p.sides, rq_wqes as usize)?;
+            minis += u64::from(seen.minis);
+            for _ in 0..seen.recvs {
+                let k = p.sides.b.rq.head();
+                let off = (k as usize % SLOTS) * slot;
+                post_recv(&mut p.sides.b.rq, u64::from(k), &dst, off, slot)?;
+                received += 1;
+            }
+            if seen.recvs > 0 {
+                p.sides.b.rq.commit();
+                idle = std::time::Instant::now();
+                spins = 0;
+            } else if p.ud {
+                if idle.elapsed() > std::time::Duration::from_millis(200) {
+                    break;
+                }
+                std::hint::spin_loop();
+            } else {
+                settle.check(spins, "receive completions")?;
+                spins += 1;
+            }
+        }
+    }
     // The data moved must be the data posted (slot 0 was used first).
     let check = match o.test {
         Test::WriteBw | Test::SendBw => Some((&dst, &pattern)),
