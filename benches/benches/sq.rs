@@ -8,6 +8,7 @@ use criterion::{criterion_main, Criterion, Throughput};
 
 fn bench(c: &mut Criterion) {
     let mut all = mlx5dp_benches::sq::all();
+    all.extend(mlx5dp_benches::tx::all());
     for prefix in ["sq", "tx"] {
         let mut group = c.benchmark_group(prefix);
         for s in all.iter_mut() {

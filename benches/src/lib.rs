@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 pub mod cq;
 pub mod sq;
+pub mod tx;
 
 /// One benchmark scenario (see the crate documentation).
 pub trait Scenario {
@@ -73,6 +74,7 @@ pub fn drive<S: Scenario + ?Sized>(s: &mut S, units: u64) -> Duration {
 /// Every scenario, in report order.
 pub fn all() -> Vec<Box<dyn Scenario>> {
     let mut v = sq::all();
+    v.extend(tx::all());
     v.extend(cq::all());
     v
 }

@@ -1,0 +1,195 @@
+//! Raw Ethernet burst scenarios (issue 7): bursts of 32 × 64-byte frames
+//! through `TxQueue::tx_burst` on a raw Ethernet queue (eMPW inline, eMPW
+//! pointer, one SEND WQE per packet); see [`measured_tx_burst32_empw`].
+
+use mlx5dp::sq::mpw::{Empw, Packet, SingleWqe, TxConfig, TxMode, TxQueue};
+use mlx5dp::sq::{DoorbellOnly, QpType, RawPacketQp, SqConfig};
+
+use crate::sq::{leak_queue, FRAME64, LKEY, QPN};
+use crate::Scenario;
+
+/// Packets per `tx_burst` call in the `tx/*` scenarios.
+pub const BURST: usize = 32;
+
+#[cold]
+#[inline(never)]
+fn burst_short(n: usize) -> ! {
+    panic!("tx_burst queued {n} of {BURST} packets")
+}
+
+/// Bursts of 32 × 64-byte frames through `TxQueue::tx_burst` on an eMPW
+/// queue (inline or pointer descriptors, as the queue's `inline_max`
+/// says); `n` is a multiple of 32.
+///
+/// Counted: `tx_burst` whole (batch start, per packet: length and id-ring
+/// checks, classification, session fit, descriptor into staging, id
+/// record; per session: title, control segment, copy into the ring,
+/// shadow; per burst: `TxBatch::complete`, i.e. the producer update, the
+/// doorbell record store, two `sfence` and the 8-byte doorbell store to
+/// ordinary memory), this loop and the test of its result. Not counted:
+/// building the packets (once, by the scenario) and retiring (in
+/// [`crate::Scenario::prepare`]).
+#[inline(never)]
+pub fn measured_tx_burst32_empw(
+    q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, Empw>,
+    pkts: &[Packet<'static>; BURST],
+    n: u64,
+) {
+    for _ in 0..n / BURST as u64 {
+        let k = q.tx_burst(pkts);
+        if k != BURST {
+            burst_short(k);
+        }
+    }
+}
+
+/// The same bursts on a [`SingleWqe`] queue: one SEND WQE per packet (18
+/// bytes of L2 header inline in the Ethernet segment, the other 46 bytes by
+/// pointer; 4 DS, one WQEBB), one doorbell per burst. Counted as in
+/// [`measured_tx_burst32_empw`].
+#[inline(never)]
+pub fn measured_tx_burst32_single(
+    q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, SingleWqe>,
+    pkts: &[Packet<'static>; BURST],
+    n: u64,
+) {
+    for _ in 0..n / BURST as u64 {
+        let k = q.tx_burst(pkts);
+        if k != BURST {
+            burst_short(k);
+        }
+    }
+}
+
+/// 32 distinct 64-byte frames (the [`FRAME64`] header, a per-frame byte
+/// in the payload), at consecutive 64-byte slots of one leaked buffer, as
+/// `Packet::frame`s with ids 0..32. Built once; every burst posts them.
+fn tx_packets() -> &'static [Packet<'static>; BURST] {
+    let frames: &'static mut [[u8; 64]] = Box::leak(vec![FRAME64; BURST].into_boxed_slice());
+    for (i, f) in (0u8..).zip(frames.iter_mut()) {
+        f[20] = i;
+    }
+    let frames: &'static [[u8; 64]] = frames;
+    let mut v = Vec::with_capacity(BURST);
+    for (i, f) in (0u64..).zip(frames.iter()) {
+        v.push(Packet::frame(i, LKEY, f));
+    }
+    let arr: [Packet<'static>; BURST] = v.try_into().expect("32 packets");
+    Box::leak(Box::new(arr))
+}
+
+/// A `tx/*` scenario: one `TxQueue` of mode `M` and its burst.
+struct TxScenario<M: TxMode> {
+    name: &'static str,
+    symbol: &'static str,
+    q: TxQueue<'static, DoorbellOnly, RawPacketQp, M>,
+    pkts: &'static [Packet<'static>; BURST],
+    /// WQEBBs one burst takes (measured once by a warm-up burst).
+    bbs_per_burst: u32,
+    measured:
+        fn(&mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>, &[Packet<'static>; BURST], u64),
+}
+
+/// Retires every WQE of `q` in flight (the device's side): finds the last
+/// WQE's start in the shadow (the first non-empty entry back from the
+/// producer) and retires up to it.
+fn retire_tx<M: TxMode>(q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>) {
+    let sq = q.send_queue();
+    let flight = sq.outstanding();
+    if flight == 0 {
+        return;
+    }
+    let pi = sq.producer();
+    let mask = sq.wqe_cnt() - 1;
+    let last = (1..=flight)
+        .find(|&d| {
+            sq.shadow((pi.wrapping_sub(d) & mask) as usize)
+                .is_some_and(|e| e.wqebbs() != 0)
+        })
+        .map(|d| pi.wrapping_sub(d) as u16)
+        .expect("a WQE start in flight");
+    q.retire(last, |_| {}).expect("retire");
+}
+
+impl<M: TxMode> TxScenario<M> {
+    fn new(
+        name: &'static str,
+        symbol: &'static str,
+        cfg: TxConfig,
+        measured: fn(
+            &mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>,
+            &[Packet<'static>; BURST],
+            u64,
+        ),
+    ) -> Self {
+        let mut config = SqConfig::new(QpType::RawPacket, QPN, 64, 4);
+        config.eth_min_inline = 18;
+        let sq = leak_queue::<DoorbellOnly, RawPacketQp>(config);
+        let ids: &'static mut [u64] = Box::leak(vec![0u64; 1024].into_boxed_slice());
+        let mut q = TxQueue::new(sq, ids, cfg).expect("tx queue");
+        let pkts = tx_packets();
+        // Warm-up burst (setup, not measured): how many WQEBBs a burst takes.
+        let before = q.send_queue().producer();
+        assert_eq!(q.tx_burst(pkts), BURST, "{name}: warm-up burst");
+        let bbs_per_burst = q.send_queue().producer().wrapping_sub(before);
+        retire_tx(&mut q);
+        Self {
+            name,
+            symbol,
+            q,
+            pkts,
+            bbs_per_burst,
+            measured,
+        }
+    }
+}
+
+impl<M: TxMode> Scenario for TxScenario<M> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        self.symbol
+    }
+    fn unit(&self) -> &'static str {
+        "packet"
+    }
+    fn granule(&self) -> u64 {
+        BURST as u64
+    }
+    fn prepare(&mut self) -> u64 {
+        retire_tx(&mut self.q);
+        let bursts = self.q.send_queue().free_wqebbs() / self.bbs_per_burst;
+        u64::from(bursts) * BURST as u64
+    }
+    fn measured(&mut self, n: u64) {
+        (self.measured)(&mut self.q, self.pkts, n);
+    }
+}
+
+/// Every raw Ethernet burst scenario.
+pub fn all() -> Vec<Box<dyn Scenario>> {
+    vec![
+        Box::new(TxScenario::<Empw>::new(
+            "tx/empw_inline64_burst32",
+            "*measured_tx_burst32_empw*",
+            TxConfig::new(),
+            measured_tx_burst32_empw,
+        )),
+        Box::new(TxScenario::<Empw>::new(
+            "tx/empw_ptr64_burst32",
+            "*measured_tx_burst32_empw*",
+            TxConfig {
+                inline_max: 0,
+                ..TxConfig::new()
+            },
+            measured_tx_burst32_empw,
+        )),
+        Box::new(TxScenario::<SingleWqe>::new(
+            "tx/single_wqe64_burst32",
+            "*measured_tx_burst32_single*",
+            TxConfig::new(),
+            measured_tx_burst32_single,
+        )),
+    ]
+}
