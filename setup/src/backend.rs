@@ -4,18 +4,33 @@
 //!
 //! A scenario written against [`Backend`] posts and polls through the core
 //! only (`mlx5dp::sq::SendQueue`, `mlx5dp::cq::Cq`, `mlx5dp::rq::Rq`), so the
-//! same scenario can run on the emulated device ([`EmuBackend`], in step
-//! mode or with the device on its own thread) and, later, on a ConnectX
-//! through the `verbs` backend. What only the emulator can do (inject
-//! faults, report the core's mistakes it noticed) is in the trait with a
-//! default that says it is unsupported.
+//! same scenario runs on the emulated device ([`EmuBackend`], in step mode
+//! or with the device on its own thread) and on a ConnectX through the
+//! `verbs` backend (`crate::verbs::VerbsBackend`). What only the emulator
+//! can do (inject faults, report the core's mistakes it noticed) is in the
+//! trait with a default that says it is unsupported.
+//!
+//! The types are backend-neutral: the descriptions of what to create
+//! ([`CqInit`], [`QpInit`], [`SrqInit`], [`FlowRule`]) and the handles
+//! ([`Pdn`], [`Qpn`], ...) are plain data (the real QPN, CQN and SRQ number
+//! on hardware; a PD or XRC domain number is the backend's own index);
+//! the owners of raw parts ([`CoreSq`], [`CoreCq`], [`CoreRq`]) keep
+//! either backend's memory alive through a [`KeepAlive`]; a [`Buffer`]
+//! reads and writes either backend's registered memory through
+//! [`BufferMem`]. The definitions live in `emu` because the emulator was
+//! first; nothing in them is emulator state.
+//!
+//! [`open`] picks the backend a device name means (`emu`, or an RDMA
+//! device with the `verbs` feature), for the command-line tools.
 #![forbid(unsafe_code)]
 
-use crate::emu::device::FlowRule;
-use crate::emu::{
-    Access, Caps, CoreCq, CoreRq, CoreSq, CqInit, Device, DeviceConfig, DeviceThread, DmaBlock,
-    EmuError, EmuEvent, Fault, Pdn, QpAttr, QpInit, QpState, QpType, Qpn, SrqInit, Srqn, Xrcdn,
+pub use crate::emu::core_parts::KeepAlive;
+pub use crate::emu::device::FlowRule;
+pub use crate::emu::{
+    Access, Caps, CoreCq, CoreRq, CoreSq, CqInit, Cqn, EmuEvent, Fault, Pdn, QpInit, QpState,
+    QpType, Qpn, RqInit, SrqInit, Srqn, Xrcdn,
 };
+use crate::emu::{Device, DeviceConfig, DeviceThread, DmaBlock, EmuError, MemError, QpAttr};
 use std::fmt;
 use std::sync::Arc;
 
@@ -24,18 +39,52 @@ use std::sync::Arc;
 pub enum BackendError {
     /// The emulated device refused the call.
     Emu(EmuError),
-    /// This backend cannot do this (fault injection on hardware, ...).
+    /// A verbs call failed (no device, no permission, not mlx5, a verb's
+    /// errno, parts the core cannot take).
+    #[cfg(feature = "verbs")]
+    Verbs(crate::verbs::VerbsError),
+    /// This backend cannot do this (fault injection on hardware, a
+    /// striding RQ through plain verbs, ...).
     Unsupported(&'static str),
     /// Memory for a buffer could not be allocated.
     NoMemory,
+    /// The emulated device's thread could not be started.
+    Thread(String),
+    /// A device name other than `emu` in a build without the `verbs`
+    /// feature.
+    NeedsVerbs {
+        /// The name asked for.
+        device: String,
+    },
+}
+
+impl BackendError {
+    /// Whether the device is missing or cannot do what was asked (as
+    /// opposed to a failure while running): the tools exit with status 2.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            BackendError::Unsupported(_) | BackendError::NeedsVerbs { .. } => true,
+            #[cfg(feature = "verbs")]
+            BackendError::Verbs(e) => e.is_unavailable(),
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for BackendError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BackendError::Emu(e) => write!(f, "{e}"),
+            #[cfg(feature = "verbs")]
+            BackendError::Verbs(e) => write!(f, "{e}"),
             BackendError::Unsupported(what) => write!(f, "{what} is not supported here"),
             BackendError::NoMemory => f.write_str("buffer allocation failed"),
+            BackendError::Thread(e) => write!(f, "cannot start the device thread: {e}"),
+            BackendError::NeedsVerbs { device } => write!(
+                f,
+                "device {device} needs the `verbs` feature (cargo build --features verbs); \
+                 use the emulated ConnectX instead: --device emu"
+            ),
         }
     }
 }
@@ -48,22 +97,74 @@ impl From<EmuError> for BackendError {
     }
 }
 
+#[cfg(feature = "verbs")]
+impl From<crate::verbs::VerbsError> for BackendError {
+    fn from(e: crate::verbs::VerbsError) -> Self {
+        BackendError::Verbs(e)
+    }
+}
+
+/// The memory behind a [`Buffer`]: an emulated block or a verbs memory
+/// region. Every access is one the device may race with (atomic on the
+/// emulator, volatile on hardware), never a Rust reference to the bytes.
+pub trait BufferMem: fmt::Debug + Send + Sync {
+    /// The device address of byte 0 (`ibv_reg_mr` maps iova = va).
+    fn base(&self) -> u64;
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the buffer is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `out.len()` bytes at `off` out.
+    fn read(&self, off: usize, out: &mut [u8]) -> Result<(), MemError>;
+    /// Copies `data` in at `off`.
+    fn write(&self, off: usize, data: &[u8]) -> Result<(), MemError>;
+    /// Sets `len` bytes at `off` to `byte`.
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<(), MemError>;
+}
+
+impl BufferMem for DmaBlock {
+    fn base(&self) -> u64 {
+        self.addr()
+    }
+    fn len(&self) -> usize {
+        std::ops::Deref::deref(self).len()
+    }
+    fn read(&self, off: usize, out: &mut [u8]) -> Result<(), MemError> {
+        std::ops::Deref::deref(self).read(off, out)
+    }
+    fn write(&self, off: usize, data: &[u8]) -> Result<(), MemError> {
+        std::ops::Deref::deref(self).write(off, data)
+    }
+    fn fill(&self, off: usize, len: usize, byte: u8) -> Result<(), MemError> {
+        std::ops::Deref::deref(self).fill(off, len, byte)
+    }
+}
+
 /// Registered memory: a zeroed, page-aligned buffer and its key.
 ///
 /// The bytes are read and written through [`Buffer::read`] and
-/// [`Buffer::write`], which are atomic accesses: the device may touch the
-/// buffer at any time from its own thread.
+/// [`Buffer::write`], which never hold a reference to them: the device may
+/// touch the buffer at any time (from its own thread, or by DMA).
 #[derive(Clone, Debug)]
 pub struct Buffer {
-    mem: Arc<DmaBlock>,
-    /// The key (lkey = rkey).
+    mem: Arc<dyn BufferMem>,
+    /// The key, used both as lkey and as rkey: they are equal on the
+    /// emulator and on mlx5 (the kernel gives an MR one mkey;
+    /// `VerbsBackend` checks it at registration).
     pub key: u32,
 }
 
 impl Buffer {
+    /// A buffer over `mem`, registered under `key`.
+    pub fn new(mem: Arc<dyn BufferMem>, key: u32) -> Self {
+        Self { mem, key }
+    }
+
     /// The device address of byte `off`.
     pub fn addr(&self, off: usize) -> u64 {
-        self.mem.addr() + off as u64
+        self.mem.base() + off as u64
     }
 
     /// Length in bytes.
@@ -73,7 +174,7 @@ impl Buffer {
 
     /// Whether the buffer is empty.
     pub fn is_empty(&self) -> bool {
-        self.mem.is_empty()
+        self.mem.len() == 0
     }
 
     /// Reads `n` bytes at `off` (panics outside the buffer: a test bug).
@@ -143,8 +244,24 @@ impl Default for ConnectAttr {
     }
 }
 
+/// What a device says about itself, for reports and trace headers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The device name (`emu`, `mlx5_0`).
+    pub name: String,
+    /// Firmware version (the emulator says it has none).
+    pub fw_ver: String,
+    /// What it is, in a few words (`ConnectX-5 (part 0x1017)`).
+    pub model: String,
+    /// Capabilities, `name = value`, in a stable order.
+    pub caps: Vec<(String, String)>,
+}
+
 /// What end-to-end scenarios need from a device.
-pub trait Backend {
+///
+/// Object safe: the tools hold a `Box<dyn Backend>` chosen by [`open`];
+/// `Box<B>` is itself a `Backend`.
+pub trait Backend: fmt::Debug {
     /// A short name for reports (`emu-step`, `emu-thread`, `verbs`).
     fn name(&self) -> &'static str;
     /// The device's capabilities.
@@ -201,9 +318,122 @@ pub trait Backend {
 
     /// Asynchronous events and core mistakes the device noticed (the
     /// emulator reports both; hardware has only the former, through the
-    /// async event channel).
+    /// async event channel, not read here yet).
     fn take_events(&mut self) -> Vec<EmuEvent> {
         Vec::new()
+    }
+
+    /// Name, firmware and capabilities.
+    fn device_info(&self) -> DeviceInfo;
+
+    /// Whether this is the emulated device, whose error completions carry
+    /// emulator-defined vendor syndromes (`emu::VendorSyndrome`) and which
+    /// reports the core's mistakes ([`Backend::take_events`]).
+    fn emulated(&self) -> bool {
+        false
+    }
+
+    /// The emulated device, for what only it can do (statistics, the
+    /// recorder); `None` on hardware.
+    fn as_emu(&mut self) -> Option<&mut EmuBackend> {
+        None
+    }
+}
+
+impl<B: Backend + ?Sized> Backend for Box<B> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn caps(&self) -> Caps {
+        (**self).caps()
+    }
+    fn alloc_pd(&mut self) -> Result<Pdn, BackendError> {
+        (**self).alloc_pd()
+    }
+    fn alloc_xrcd(&mut self) -> Result<Xrcdn, BackendError> {
+        (**self).alloc_xrcd()
+    }
+    fn reg_buffer(&mut self, pd: Pdn, len: usize, access: Access) -> Result<Buffer, BackendError> {
+        (**self).reg_buffer(pd, len, access)
+    }
+    fn dereg(&mut self, key: u32) -> Result<(), BackendError> {
+        (**self).dereg(key)
+    }
+    fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {
+        (**self).create_cq(init)
+    }
+    fn create_qp(&mut self, init: QpInit) -> Result<QpHandle, BackendError> {
+        (**self).create_qp(init)
+    }
+    fn create_srq(&mut self, init: SrqInit) -> Result<SrqHandle, BackendError> {
+        (**self).create_srq(init)
+    }
+    fn bring_up(
+        &mut self,
+        qpn: Qpn,
+        dest: Option<Qpn>,
+        qkey: u32,
+        attr: ConnectAttr,
+    ) -> Result<(), BackendError> {
+        (**self).bring_up(qpn, dest, qkey, attr)
+    }
+    fn to_error(&mut self, qpn: Qpn) -> Result<(), BackendError> {
+        (**self).to_error(qpn)
+    }
+    fn qp_state(&mut self, qpn: Qpn) -> Option<QpState> {
+        (**self).qp_state(qpn)
+    }
+    fn add_flow(&mut self, rule: FlowRule) -> Result<(), BackendError> {
+        (**self).add_flow(rule)
+    }
+    fn progress(&mut self) {
+        (**self).progress()
+    }
+    fn is_step_mode(&self) -> bool {
+        (**self).is_step_mode()
+    }
+    fn connect(&mut self, a: Qpn, b: Qpn, attr: ConnectAttr) -> Result<(), BackendError> {
+        (**self).connect(a, b, attr)
+    }
+    fn inject(&mut self, fault: Fault) -> Result<(), BackendError> {
+        (**self).inject(fault)
+    }
+    fn resume(&mut self) {
+        (**self).resume()
+    }
+    fn take_events(&mut self) -> Vec<EmuEvent> {
+        (**self).take_events()
+    }
+    fn device_info(&self) -> DeviceInfo {
+        (**self).device_info()
+    }
+    fn emulated(&self) -> bool {
+        (**self).emulated()
+    }
+    fn as_emu(&mut self) -> Option<&mut EmuBackend> {
+        (**self).as_emu()
+    }
+}
+
+/// The backend a device name means: `emu` is the emulated ConnectX on its
+/// own thread; any other name is an RDMA device opened through `verbs`
+/// (which fails at once, naming the emulated device, when there is none),
+/// or [`BackendError::NeedsVerbs`] in a build without that feature.
+pub fn open(device: &str) -> Result<Box<dyn Backend>, BackendError> {
+    if device == "emu" {
+        let be = EmuBackend::threaded(DeviceConfig::default())
+            .map_err(|e| BackendError::Thread(e.to_string()))?;
+        return Ok(Box::new(be));
+    }
+    #[cfg(feature = "verbs")]
+    {
+        Ok(Box::new(crate::verbs::VerbsBackend::open(device)?))
+    }
+    #[cfg(not(feature = "verbs"))]
+    {
+        Err(BackendError::NeedsVerbs {
+            device: device.to_string(),
+        })
     }
 }
 
@@ -282,7 +512,7 @@ impl Backend for EmuBackend {
     fn reg_buffer(&mut self, pd: Pdn, len: usize, access: Access) -> Result<Buffer, BackendError> {
         let mem = Arc::new(DmaBlock::new(len, 4096).map_err(|_| BackendError::NoMemory)?);
         let key = self.with(|d| d.reg_mr(pd, &mem, access))?;
-        Ok(Buffer { mem, key })
+        Ok(Buffer::new(mem, key))
     }
 
     fn dereg(&mut self, key: u32) -> Result<(), BackendError> {
@@ -305,9 +535,7 @@ impl Backend for EmuBackend {
                 None
             };
             let rq = match init.rq {
-                crate::emu::RqInit::Cyclic { .. } | crate::emu::RqInit::Striding { .. } => {
-                    Some(d.core_rq(qpn)?)
-                }
+                RqInit::Cyclic { .. } | RqInit::Striding { .. } => Some(d.core_rq(qpn)?),
                 _ => None,
             };
             Ok::<_, EmuError>(QpHandle {
@@ -389,5 +617,31 @@ impl Backend for EmuBackend {
 
     fn take_events(&mut self) -> Vec<EmuEvent> {
         self.with(Device::take_events)
+    }
+
+    fn device_info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: "emu".to_string(),
+            fw_ver: "none (software model)".to_string(),
+            model: "mlx5dp emulated ConnectX (software model, not hardware)".to_string(),
+            caps: crate::info::emu_caps(&self.caps)
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        serde_json::Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (k.to_string(), v)
+                })
+                .collect(),
+        }
+    }
+
+    fn emulated(&self) -> bool {
+        true
+    }
+
+    fn as_emu(&mut self) -> Option<&mut EmuBackend> {
+        Some(self)
     }
 }

@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 use mlx5dp_setup::decode::cli as decode_cli;
 use mlx5dp_setup::encode::cli as encode_cli;
-use mlx5dp_setup::{info, perf};
+use mlx5dp_setup::{info, perf, trace_record};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -27,6 +27,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Measure latency, bandwidth and packet rates (perftest / testpmd style).
     Perf(perf::PerfArgs),
+    /// Record a short scenario's rings as hw-traces/ records, or replay a trace file.
+    Trace(trace_record::TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         }
         Command::Info(args) => info::run(args).map_err(|e| (e.exit_code(), e.to_string())),
         Command::Perf(args) => perf::run(args).map_err(|e| (e.exit_code(), e.to_string())),
+        Command::Trace(args) => trace_record::run(args).map_err(|e| (e.exit_code(), e.to_string())),
     };
     match result {
         Ok(text) => {

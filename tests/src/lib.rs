@@ -2,4 +2,5 @@
 
 pub mod e2e;
 pub mod prm_source;
+pub mod scenarios;
 pub mod tsv;

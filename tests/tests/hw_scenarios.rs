@@ -1,17 +1,37 @@
-//! End-to-end scenarios on a real ConnectX, through the `verbs` backend.
+//! End-to-end scenarios on a real ConnectX, through the `verbs` backend:
+//! the SAME functions the `e2e_*.rs` tests run on the emulated device
+//! (`mlx5dp_tests::scenarios`), on `mlx5dp_setup::verbs::VerbsBackend`.
 //!
 //! Compiled only with the `verbs` feature of this crate, which forwards to
 //! `mlx5dp-setup/verbs` (`required-features` in tests/Cargo.toml). On a
 //! machine with a ConnectX:
-//! `MLX5DP_DEVICE=mlx5_0 cargo test -p mlx5dp-tests --features verbs --test hw_scenarios -- --ignored`
 //!
-//! The tests are ignored by default: without a device they would fail with
-//! `NoDevice` ("use the emulated ConnectX instead: --device emu"). The
-//! emulator's scenarios (e2e_*.rs) cannot run here yet: `Backend` returns
-//! emulator types (see `mlx5dp_setup::verbs`); when it gains associated
-//! types they move behind it and run on both.
+//! ```sh
+//! MLX5DP_DEVICE=mlx5_0 cargo test -p mlx5dp-tests --features verbs --test hw_scenarios -- --ignored
+//! ```
+//!
+//! (`MLX5DP_PORT`, default 1, and `MLX5DP_GID_INDEX`, default 0, choose
+//! the port and GID; every QP lives on that port and talks to the others
+//! through it.) The tests are ignored by default: without a device they
+//! would fail at once with `NoDevice` ("use the emulated ConnectX instead:
+//! --device emu"); the one test that runs everywhere checks exactly that.
+//!
+//! What stays emulator only (fault injection, forced or enhanced CQE
+//! compression, step mode, striding RQs on plain QPs, UD address vectors
+//! without a route, masked atomics, invalidatable keys) is listed in
+//! `mlx5dp_tests::scenarios` and marked in the `e2e_*.rs` files.
 
-use mlx5dp_setup::verbs::{self, Context, VerbsError};
+use mlx5dp::sq::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly};
+use mlx5dp_setup::verbs::{self, Context, VerbsBackend, VerbsError};
+use mlx5dp_tests::scenarios::faults::{fault_case, Bad};
+use mlx5dp_tests::scenarios::{random, rc, rx};
+
+/// The device `MLX5DP_DEVICE` names (default: the first one).
+fn hw() -> VerbsBackend {
+    VerbsBackend::open_from_env().unwrap_or_else(|e| panic!("{e}"))
+}
+
+const NEEDS: &str = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)";
 
 /// The device answers its capability queries and its clock runs.
 #[test]
@@ -27,13 +47,94 @@ fn caps_and_clock() {
     assert!(t1 > t0, "HCA clock did not advance: {t0} -> {t1}");
 }
 
-/// RC send/receive between two QPs of one port, through the core.
+/// RC send/receive between two QPs of one port, through the core, without
+/// the `Backend` layer (the first thing to try on a new machine).
 #[test]
 #[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
-fn rc_loopback() {
+fn rc_loopback_smoke() {
     let r = verbs::smoke::rc_loopback().unwrap_or_else(|e| panic!("{e}"));
     eprintln!("{r:?}");
     assert!(r.data_ok, "{r:?}");
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn rc_send_recv() {
+    rc::rc_send_recv(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn rdma_and_atomics() {
+    rc::rdma_and_atomics(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX whose port loops frames back (local loopback, or a looped cable)"]
+fn raw_ethernet_loopback() {
+    rc::raw_loopback(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ring_wraps_doorbell_only() {
+    rc::wraps::<_, DoorbellOnly>(hw(), 300);
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ring_wraps_blueflame_preferred() {
+    rc::wraps::<_, BlueFlamePreferred>(hw(), 300);
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ring_wraps_blueflame_inline() {
+    rc::wraps::<_, BlueFlameInline>(hw(), 300);
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn origin_regular_without_compression() {
+    rc::origin_regular_without_compression(hw());
+}
+
+/// Every fault a ConnectX makes by itself ([`Bad::ON_HARDWARE`]), each on
+/// fresh QPs: the error completion's status, flushes after it, exactly
+/// once everywhere.
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn faults() {
+    for bad in Bad::ON_HARDWARE {
+        eprintln!("fault {bad:?}");
+        fault_case(hw(), bad);
+    }
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn srq_shared_by_two_qps() {
+    rx::srq_shared_by_two_qps(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn srq_error_and_flush_keep_the_shared_queue() {
+    rx::srq_error_and_flush_keep_the_shared_queue(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn xrc_across_two_domains() {
+    rx::xrc_across_two_domains(hw());
+}
+
+/// The randomised run; hardware cannot inject failures, so the errors are
+/// the bad-lkey work requests the run posts.
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn randomised() {
+    random::randomised(hw(), random::seed() ^ 3, random::ops(4_000), false);
 }
 
 /// Without a device the backend fails at once and names the emulator.
@@ -42,8 +143,20 @@ fn no_device_is_clear() {
     if std::env::var("MLX5DP_DEVICE").is_ok() {
         return;
     }
+    match VerbsBackend::open("mlx5_0") {
+        Ok(_) => eprintln!("an RDMA device is present: run the ignored tests ({NEEDS})"),
+        Err(e) => {
+            assert!(
+                matches!(e, VerbsError::NoDevice | VerbsError::DeviceNotFound { .. }),
+                "{e:?}"
+            );
+            let text = e.to_string();
+            assert!(text.contains("--device emu"), "{text}");
+            assert!(!text.contains('\n'), "{text}");
+        }
+    }
     if let Err(e) = verbs::list_devices() {
         assert_eq!(e, VerbsError::NoDevice);
-        assert!(e.to_string().contains("--device emu"));
+        assert!(e.to_string().contains("emulated ConnectX"));
     }
 }

@@ -7,6 +7,7 @@
 //! (a ConnectX-4 Lx minimum inline header, no enhanced MPW, ...).
 #![forbid(unsafe_code)]
 
+use super::thread::IdlePolicy;
 use mlx5dp::prm::MiniCqeFormat;
 
 /// Flags of `mlx5dv_context.flags` (rdma-core `MLX5DV_CONTEXT_FLAGS_*`).
@@ -192,6 +193,9 @@ pub struct DeviceConfig {
     pub atomic_endianness: AtomicEndianness,
     /// Send-queue WQEs one `step` processes per QP at most (0: all).
     pub step_budget: u32,
+    /// How the device thread ([`super::DeviceThread`]) waits when idle;
+    /// step mode ignores it.
+    pub idle: IdlePolicy,
 }
 
 impl Default for DeviceConfig {
@@ -205,6 +209,7 @@ impl Default for DeviceConfig {
             port_mtu: 4096,
             atomic_endianness: AtomicEndianness::Host,
             step_budget: 0,
+            idle: IdlePolicy::THROUGHPUT,
         }
     }
 }

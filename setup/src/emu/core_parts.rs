@@ -1,20 +1,25 @@
-//! The emulated device's raw parts as the core takes them: an SQ's
-//! [`SqRawParts`], a CQ's [`CqParts`] and [`CqConfig`], a receive queue's
-//! ring and doorbell word ([`RqRawParts`]).
+//! The raw parts as the core takes them: an SQ's [`SqRawParts`], a CQ's
+//! [`CqParts`] and [`CqConfig`], a receive queue's ring and doorbell word
+//! ([`RqRawParts`]), from either backend.
 //!
 //! The core is built over the same parts `mlx5dv_init_obj` hands out and
 //! knows nothing of the emulator (STYLE point 1); this module is the seam.
 //! Each owner ([`CoreSq`], [`CoreCq`], [`CoreRq`]) holds the pointers and a
-//! reference to the device's memory blocks, so the rings, doorbell records
-//! and UAR pages stay allocated for as long as the owner lives, even after
-//! the device destroys the object. The core's constructors stay `unsafe`:
-//! only their caller can promise that one queue owns the parts.
+//! [`KeepAlive`]: the emulated device's memory blocks, or the `verbs`
+//! backend's RAII owner of the QP, CQ or SRQ (`crate::verbs`). So the rings,
+//! doorbell records and UAR pages stay mapped for as long as the owner
+//! lives, whichever backend made them, even after the backend itself is
+//! dropped. The plain-data part structs ([`EmuSqParts`], [`EmuCqParts`],
+//! [`EmuRqParts`]) carry no emulator state: the `verbs` backend fills them
+//! from `mlx5dv_qp`/`mlx5dv_cq`/`mlx5dv_srq` (same fields, same meaning).
+//! The core's constructors stay `unsafe`: only their caller can promise
+//! that one queue owns the parts.
 //!
 //! This is, with [`super::mem`], the only module of `emu` with `unsafe`:
-//! turning the parts' pointers into the core's typed views.
+//! turning the parts' pointers into the core's typed views, and the
+//! constructors whose callers vouch for the pointers.
 
 use super::cq::{CompressionCfg, CompressionLayout, CqeSize};
-use super::mem::DmaBlock;
 use super::qp::{EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts};
 use super::{Caps, Cqn, Device, EmuError, QpType, Qpn, Srqn};
 use mlx5dp::cq::{CqConfig, CqParts, Layout, TimestampFormat};
@@ -22,13 +27,27 @@ use mlx5dp::index::RingSize;
 use mlx5dp::mmio::DeviceWord;
 use mlx5dp::ring::RingBuf;
 use mlx5dp::sq::{self, SqConfig, SqRawParts};
+use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// The device memory behind some raw parts, kept alive by reference.
-#[derive(Clone, Debug)]
-pub struct KeepAlive {
-    _blocks: Vec<Arc<DmaBlock>>,
+/// Whatever keeps the memory behind some raw parts allocated and mapped:
+/// the emulated device's blocks, or a `verbs` owner (`Arc` of the QP, CQ or
+/// SRQ, which in turn holds its PD and device context). Cheap to clone.
+#[derive(Clone)]
+pub struct KeepAlive(Arc<dyn fmt::Debug + Send + Sync>);
+
+impl KeepAlive {
+    /// Keeps `owner` alive for as long as this value (or a clone) lives.
+    pub fn new(owner: impl fmt::Debug + Send + Sync + 'static) -> Self {
+        Self(Arc::new(owner))
+    }
+}
+
+impl fmt::Debug for KeepAlive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("KeepAlive").field(&self.0).finish()
+    }
 }
 
 /// A send queue's parts for [`mlx5dp::sq::SendQueue::new`].
@@ -36,6 +55,9 @@ pub struct KeepAlive {
 pub struct CoreSq {
     parts: EmuSqParts,
     qp_type: QpType,
+    /// The backend's own configuration (`verbs`: from what the provider
+    /// granted); `None`: derived from the parts and the caps.
+    config: Option<SqConfig>,
     _keep: KeepAlive,
 }
 
@@ -43,6 +65,7 @@ pub struct CoreSq {
 #[derive(Debug)]
 pub struct CoreCq {
     parts: EmuCqParts,
+    timestamp: TimestampFormat,
     _keep: KeepAlive,
 }
 
@@ -85,7 +108,8 @@ impl Device {
         Ok(CoreSq {
             parts,
             qp_type,
-            _keep: KeepAlive { _blocks: keep },
+            config: None,
+            _keep: KeepAlive::new(keep),
         })
     }
 
@@ -97,7 +121,8 @@ impl Device {
             .ok_or_else(|| EmuError::not_found("core_cq"))?;
         Ok(CoreCq {
             parts,
-            _keep: KeepAlive { _blocks: keep },
+            timestamp: TimestampFormat::RealTime,
+            _keep: KeepAlive::new(keep),
         })
     }
 
@@ -109,7 +134,7 @@ impl Device {
             .ok_or_else(|| EmuError::not_found("core_rq"))?;
         Ok(CoreRq {
             parts,
-            _keep: KeepAlive { _blocks: keep },
+            _keep: KeepAlive::new(keep),
         })
     }
 
@@ -121,7 +146,7 @@ impl Device {
             .ok_or_else(|| EmuError::not_found("core_srq"))?;
         Ok(CoreRq {
             parts,
-            _keep: KeepAlive { _blocks: keep },
+            _keep: KeepAlive::new(keep),
         })
     }
 }
@@ -139,9 +164,39 @@ pub fn core_qp_type(t: QpType) -> Option<sq::QpType> {
 }
 
 impl CoreSq {
-    /// The emulator's parts.
+    /// An SQ owner over parts another backend extracted.
+    ///
+    /// # Safety
+    ///
+    /// `parts` describes one live send queue: `buf` is `wqe_cnt` 64-byte
+    /// WQEBBs, `dbrec` the 64-byte-aligned QP doorbell record (word 1 is
+    /// the SQ counter), `bf_reg` the doorbell/BlueFlame register with
+    /// `2 * bf_size` bytes mapped (or 8 when `bf_size` is 0), all valid
+    /// for as long as `keep` lives; the device accesses them only as the
+    /// hardware does (DMA, MMIO) or atomically.
+    pub unsafe fn from_parts(
+        parts: EmuSqParts,
+        qp_type: QpType,
+        config: Option<SqConfig>,
+        keep: KeepAlive,
+    ) -> Self {
+        Self {
+            parts,
+            qp_type,
+            config,
+            _keep: keep,
+        }
+    }
+
+    /// The plain parts (the emulator's names; `verbs` fills the same
+    /// fields from `mlx5dv_qp`).
     pub fn emu_parts(&self) -> &EmuSqParts {
         &self.parts
+    }
+
+    /// The transport of the QP.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
     }
 
     /// QP number.
@@ -154,9 +209,10 @@ impl CoreSq {
         // The SQ word is the second of the QP's doorbell record (MLX5_SND_DBR).
         let snd = self.parts.dbrec.wrapping_add(1);
         // SAFETY: `snd` points into the QP's 64-byte, 64-aligned doorbell
-        // block, which `_keep` holds for as long as the borrow of `self`;
-        // it is 4-aligned; the device accesses it only atomically (`mem`),
-        // and the core only through `DeviceWord`s.
+        // record, which `_keep` holds for as long as the borrow of `self`
+        // (the device's blocks, or the verbs QP: `from_parts` contract);
+        // it is 4-aligned; the device accesses it only atomically (`mem`)
+        // or by DMA, and the core only through `DeviceWord`s.
         let dbrec = unsafe { DeviceWord::from_ptr(snd) };
         SqRawParts {
             // The device allocates every ring: never null.
@@ -170,7 +226,12 @@ impl CoreSq {
 
     /// The settings the QP was created with, as [`SqConfig`]: limits from
     /// the QP, atomics on RC/XRC, the raw-Ethernet options from `caps`.
+    /// A backend that knows better (`verbs`: the limits the provider
+    /// granted) supplied its own at construction; that one is returned.
     pub fn config(&self, caps: &Caps) -> SqConfig {
+        if let Some(c) = self.config {
+            return c;
+        }
         let t = core_qp_type(self.qp_type).unwrap_or(sq::QpType::Rc);
         let mut c = SqConfig::new(t, self.parts.qpn, self.parts.max_inline, self.parts.max_sge);
         c.atomics = matches!(t, sq::QpType::Rc | sq::QpType::Xrc);
@@ -184,7 +245,30 @@ impl CoreSq {
 }
 
 impl CoreCq {
-    /// The emulator's parts.
+    /// A CQ owner over parts another backend extracted; `timestamp` is the
+    /// format the device writes CQE timestamps in.
+    ///
+    /// # Safety
+    ///
+    /// `parts` describes one live CQ: `buf` is `cqe_cnt` slots of
+    /// `cqe_size` bytes (64 or 128), `dbrec` its 8-byte doorbell record,
+    /// `uar` its UAR page (or null), all valid for as long as `keep`
+    /// lives; the device accesses them only as the hardware does or
+    /// atomically.
+    pub unsafe fn from_parts(
+        parts: EmuCqParts,
+        timestamp: TimestampFormat,
+        keep: KeepAlive,
+    ) -> Self {
+        Self {
+            parts,
+            timestamp,
+            _keep: keep,
+        }
+    }
+
+    /// The plain parts (the emulator's names; `verbs` fills the same
+    /// fields from `mlx5dv_cq`).
     pub fn emu_parts(&self) -> &EmuCqParts {
         &self.parts
     }
@@ -218,7 +302,7 @@ impl CoreCq {
         CqConfig {
             compression: self.parts.compression.map(core_compression),
             striding_rq,
-            timestamp: TimestampFormat::RealTime,
+            timestamp: self.timestamp,
             unzip: crate::cpu::best_unzip(),
         }
     }
@@ -234,7 +318,19 @@ pub fn core_compression(c: CompressionCfg) -> (Layout, mlx5dp::prm::MiniCqeForma
 }
 
 impl CoreRq {
-    /// The emulator's parts.
+    /// A receive-queue owner over parts another backend extracted.
+    ///
+    /// # Safety
+    ///
+    /// `parts` describes one live receive ring: `buf` is `wqe_cnt` WQEs of
+    /// `stride` bytes, `dbrec` its 4-aligned doorbell-record word, both
+    /// valid for as long as `keep` lives; the device only reads the ring.
+    pub unsafe fn from_parts(parts: EmuRqParts, keep: KeepAlive) -> Self {
+        Self { parts, _keep: keep }
+    }
+
+    /// The plain parts (the emulator's names; `verbs` fills the same
+    /// fields from `mlx5dv_qp`/`mlx5dv_srq`).
     pub fn emu_parts(&self) -> &EmuRqParts {
         &self.parts
     }
@@ -251,9 +347,10 @@ impl CoreRq {
             return None;
         }
         let len = (self.parts.wqe_cnt as usize).checked_mul(self.parts.stride as usize)?;
-        // SAFETY: the ring is `wqe_cnt * stride` bytes of a device block
-        // `_keep` holds for the borrow of `self`; the caller promises no
-        // other writer in this process; the device only reads it.
+        // SAFETY: the ring is `wqe_cnt * stride` bytes of memory `_keep`
+        // holds for the borrow of `self` (a device block, or the verbs
+        // object: `from_parts` contract); the caller promises no other
+        // writer in this process; the device only reads it.
         let ring = unsafe { RingBuf::new(self.parts.buf, len) }?;
         // SAFETY: word 0 of the QP's doorbell block (MLX5_RCV_DBR) or the
         // SRQ's record: 4-aligned, alive for the borrow (`_keep`), accessed

@@ -16,6 +16,10 @@
 //!   waits instead); peer missing or not ready → `TRANSPORT_RETRY_EXC_ERR`;
 //!   the responder QP of a remote access/invalid request goes to the error
 //!   state too, with an async event;
+//! - send with invalidate (RC, UC, XRC) invalidates the key once the
+//!   message has landed; a key the responder may not invalidate completes
+//!   the receive with `REMOTE_INVAL_REQ_ERR` and moves the responder to the
+//!   error state (RC requester: `REMOTE_OP_ERR`);
 //! - UC and UD drop what RC would NAK (no acknowledgement exists);
 //! - an error CQE moves the QP to the error state; every WQE after it, and
 //!   every receive WQE of its own RQ, completes with `WR_FLUSH_ERR` (except
@@ -264,6 +268,9 @@ struct IbMsg<'a> {
     grh: bool,
     /// false for RDMA write with immediate: nothing is scattered.
     scatter: bool,
+    /// Send with invalidate: the key the responder invalidates once the
+    /// message has landed in a receive WQE.
+    invalidate: Option<u32>,
 }
 
 /// The emulated ConnectX.
@@ -1104,7 +1111,8 @@ impl Device {
 
     /// One device step: observe UAR writes (SQ doorbells, BlueFlame, CQ
     /// arms), release delayed completions, process every SQ whose doorbell
-    /// was rung (or that waits on RNR), flush QPs in error, write CQEs.
+    /// was rung (or that waits on RNR, was stalled or was cut short by
+    /// [`DeviceConfig::step_budget`]), flush QPs in error, write CQEs.
     pub fn step(&mut self) -> StepReport {
         self.now += 1;
         self.poll_uar();
@@ -1371,6 +1379,12 @@ impl Device {
                 let mut seen = vec![0u8; len];
                 let _ = uar.read(off, &mut seen);
                 seen[..8].copy_from_slice(&word);
+                // Nothing past the first 8 bytes (the device zeroes the
+                // register after each copy, below): an 8-byte doorbell,
+                // recorded as the 8 bytes written, not as a BlueFlame copy.
+                if seen[8..].iter().all(|&b| b == 0) {
+                    seen.truncate(8);
+                }
                 self.rec_sq_mmio(qpn, off, &seen);
             }
             if wqpn != qpn.0 {
@@ -1485,11 +1499,16 @@ impl Device {
             let Some(sq) = &qp.sq else { break };
             match state {
                 QpState::Rts => {
-                    if self.stall_all || self.stalled.contains(&qpn) {
-                        rep.stalled = true;
-                        break;
-                    }
-                    if rep.wqes >= budget {
+                    let stalled = self.stall_all || self.stalled.contains(&qpn);
+                    if stalled || rep.wqes >= budget {
+                        // The doorbell stays rung: what the record
+                        // publishes runs on a later step (once the stall
+                        // ends), without another doorbell, as the
+                        // hardware's SQ engine would.
+                        rep.stalled |= stalled;
+                        if let Some(sq) = self.qps.get_mut(&qpn).and_then(|q| q.sq.as_mut()) {
+                            sq.rung = true;
+                        }
                         break;
                     }
                 }
@@ -1787,6 +1806,7 @@ impl Device {
                         sl: av.sl,
                         grh: av.grh,
                         scatter: true,
+                        invalidate: None,
                     };
                     return self.send_ud(attrs.qkey, &av, &msg);
                 }
@@ -1795,13 +1815,9 @@ impl Device {
                     Ok(None) => return Outcome::Done(0),
                     Err(f) => return Outcome::Fail(f),
                 };
-                if let Some(key) = inval {
-                    let dpd = self.qps.get(&dest).map(|q| q.pd).unwrap_or(pd);
-                    if !self.mrs.invalidate(dpd, *key) {
-                        self.enter_error(dest, Some(EmuEvent::QpAccessErr { qpn: dest }));
-                        return Outcome::Fail((Syndrome::RemoteOp, VendorSyndrome::BadKey));
-                    }
-                }
+                // The responder invalidates the key only once the message
+                // has landed (`deliver_ib`): an RNR retry or a dropped UC
+                // message leaves it valid.
                 let msg = IbMsg {
                     src_qpn: qpn,
                     payload: &payload,
@@ -1811,6 +1827,7 @@ impl Device {
                     sl: 0,
                     grh: false,
                     scatter: true,
+                    invalidate: *inval,
                 };
                 self.deliver_connected(qpn, dest, w.xrc_srqn, &msg, qp_type, attrs.rnr_retry)
             }
@@ -1859,6 +1876,7 @@ impl Device {
                         sl: 0,
                         grh: false,
                         scatter: false,
+                        invalidate: None,
                     };
                     return self.deliver_connected(
                         qpn,
@@ -2181,7 +2199,7 @@ impl Device {
         let Some(qp) = self.qps.get(&dest) else {
             return Err(RespFault::Invalid(VendorSyndrome::Transport));
         };
-        let dest_xrcd = qp.xrcd;
+        let (dest_xrcd, dest_pd) = (qp.xrcd, qp.pd);
         // Where the receive comes from: (wqe, pd, cq, srqn, srq next).
         let (wqe, pd, cq, srqn, next): (RecvWqe, Pdn, Option<Cqn>, u32, Option<u16>) =
             match (xrc_srqn, &qp.rq) {
@@ -2251,6 +2269,24 @@ impl Device {
                 Syndrome::RemoteOp
             };
             return Err(RespFault::Completed(req, v));
+        }
+        // Send with invalidate: the key goes invalid once the data has
+        // landed (rxe `execute`: the invalidation follows `send_data_in`).
+        // A key the responder may not invalidate completes the receive in
+        // error and moves the responder to the error state (rxe
+        // `RESPST_ERR_INVALIDATE_RKEY`, IBA class J), on UC as on RC; the
+        // requester sees REMOTE_OP on RC and nothing on UC (emulator).
+        if let Some(key) = msg.invalidate {
+            if !self.mrs.invalidate(dest_pd, key) {
+                let f = (Syndrome::RemoteInvalReq, VendorSyndrome::BadKey);
+                let c = self.err_cqe(CqeOpcode::RespErr, 0, dest, wqe.counter, f, srqn);
+                self.push_cqe(cq, c);
+                self.enter_error(dest, Some(EmuEvent::QpAccessErr { qpn: dest }));
+                return Err(RespFault::Completed(
+                    Syndrome::RemoteOp,
+                    VendorSyndrome::BadKey,
+                ));
+            }
         }
         let mut cqe = Cqe64::default();
         cqe.op_own.set_opcode(msg.opcode.raw());

@@ -31,8 +31,9 @@
 //! returns.
 //!
 //! Thread mode: [`DeviceThread`] moves the device to its own thread, which
-//! steps it whenever a UAR doorbell or BlueFlame write arrives; control
-//! calls reach it through [`DeviceThread::with`].
+//! steps it whenever a UAR doorbell or BlueFlame write arrives and idles
+//! as its [`IdlePolicy`] says (spin, then yield, then park); control calls
+//! reach it through [`DeviceThread::with`].
 
 pub mod config;
 pub mod core_parts;
@@ -56,7 +57,7 @@ pub use device::{CqInit, Device, Fault, QpAttr, QpInit, RqInit, SrqInit, StepRep
 pub use mem::{DmaBlock, MemError, Region, UserRegion};
 pub use qp::{EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts};
 pub use record::{RecordStats, Recorder};
-pub use thread::DeviceThread;
+pub use thread::{DeviceThread, IdlePolicy, ThreadStats};
 
 use std::fmt;
 

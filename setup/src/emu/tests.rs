@@ -363,7 +363,15 @@ struct Pair {
 }
 
 fn pair(t: QpType, access: Access) -> Pair {
-    let mut dev = Device::default();
+    pair_on(Device::default(), t, access)
+}
+
+/// [`pair`] on a device built from `cfg`.
+fn pair_cfg(cfg: DeviceConfig, t: QpType, access: Access) -> Pair {
+    pair_on(Device::new(cfg), t, access)
+}
+
+fn pair_on(mut dev: Device, t: QpType, access: Access) -> Pair {
     let pd = dev.alloc_pd();
     let a_cq = cq(&mut dev, 64);
     let b_cq = cq(&mut dev, 64);
@@ -451,6 +459,69 @@ fn rc_send_lands_in_the_receive_and_completes_both_sides() {
     assert_eq!(r.sop_drop_qpn.qpn(), p.b.0);
     assert_eq!(r.wqe_counter.get(), 0);
     assert!(r.timestamp.get() > 0);
+}
+
+/// Sends one RC message and returns the (requester, responder) CQE
+/// timestamps.
+fn timestamps(p: &mut Pair) -> (u64, u64) {
+    let mut rq = TRq::new(&p.dev, p.b);
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    let mut sq = TSq::new(&p.dev, p.a);
+    sq.post(SendOpcode::Send, 0, SIG, 0, &[inline_seg(b"tick")]);
+    p.dev.process_sq(p.a).unwrap();
+    let req = TCq::new(&p.dev, p.a_cq).drain();
+    let resp = TCq::new(&p.dev, p.b_cq).drain();
+    (req[0].timestamp.get(), resp[0].timestamp.get())
+}
+
+#[test]
+fn completion_timestamp_clock_modes() {
+    // Manual: `start`, then `step` more per completion (the responder's
+    // CQE is written first, during delivery).
+    let cfg = DeviceConfig {
+        clock: ClockMode::Manual {
+            start: 0x5000,
+            step: 7,
+        },
+        ..DeviceConfig::default()
+    };
+    let mut p = pair_cfg(cfg, QpType::Rc, Access::ALL);
+    assert_eq!(timestamps(&mut p), (0x5007, 0x5000));
+
+    // Free-running HCA ticks at `hca_core_clock_khz`.
+    let mut cfg = DeviceConfig {
+        clock: ClockMode::FreeRunning,
+        ..DeviceConfig::default()
+    };
+    cfg.caps.hca_core_clock_khz = 156_250;
+    let mut p = pair_cfg(cfg, QpType::Rc, Access::ALL);
+    let before = p.dev.hca_core_clock();
+    let (req, resp) = timestamps(&mut p);
+    let after = p.dev.hca_core_clock();
+    assert!(
+        before <= resp && resp <= req && req <= after,
+        "{before} {resp} {req} {after}"
+    );
+
+    // Real time: seconds in [63:32], nanoseconds in [31:0].
+    let cfg = DeviceConfig {
+        clock: ClockMode::RealTime,
+        ..DeviceConfig::default()
+    };
+    let mut p = pair_cfg(cfg, QpType::Rc, Access::ALL);
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+    };
+    let before = now();
+    let (req, _) = timestamps(&mut p);
+    let after = now();
+    let (sec, ns) = (req >> 32, req & 0xffff_ffff);
+    assert!(ns < 1_000_000_000);
+    assert!(before.as_secs() <= sec && sec <= after.as_secs());
+    let t = std::time::Duration::new(sec, ns as u32);
+    assert!(before <= t && t <= after, "{before:?} {t:?} {after:?}");
 }
 
 #[test]
@@ -924,7 +995,10 @@ struct Raw {
 }
 
 fn raw(rx_rq: RqInit, rx_cq: CqInit, vlan_strip: bool) -> Raw {
-    let mut dev = Device::default();
+    raw_on(Device::default(), rx_rq, rx_cq, vlan_strip)
+}
+
+fn raw_on(mut dev: Device, rx_rq: RqInit, rx_cq: CqInit, vlan_strip: bool) -> Raw {
     let pd = dev.alloc_pd();
     let tx_cq = cq(&mut dev, 64);
     let rcq = dev.create_cq(rx_cq).unwrap();
@@ -1159,6 +1233,187 @@ fn tso_mpw_and_empw_sessions() {
             Syndrome::LocalQpOp,
             VendorSyndrome::BadSegment as u8,
             bad
+        )
+    );
+}
+
+#[test]
+fn capabilities_bound_what_the_device_accepts() {
+    // The reported flags are `mlx5dv_context.flags`: CQE_V1, MPW_ALLOWED,
+    // ENHANCED_MPW, CQE_128B_COMP, REAL_TIME_TS, BLUEFLAME.
+    assert_eq!(Caps::default().flags.mlx5dv_flags(), 0x19d);
+
+    // Control path: CQE compression, inline size, SGEs, striding RQ.
+    let mut caps = Caps::default();
+    caps.cqe_comp.formats = vec![MiniCqeFormat::Hash];
+    caps.cqe_comp.enhanced_layout = false;
+    caps.cqe_comp.max_num = 16;
+    caps.max_inline = 64;
+    caps.max_sge = 2;
+    let mut dev = Device::new(DeviceConfig {
+        caps,
+        ..DeviceConfig::default()
+    });
+    let pd = dev.alloc_pd();
+    let zip = |format, layout, max_session| CqInit {
+        compression: Some(CompressionCfg {
+            format,
+            layout,
+            max_session,
+            force: false,
+        }),
+        ..comp(MiniCqeFormat::Hash, CompressionLayout::Basic, 2)
+    };
+    let kind = |r: Result<Cqn, EmuError>| r.map_err(|e| e.kind);
+    for (init, what) in [
+        (
+            zip(MiniCqeFormat::Csum, CompressionLayout::Basic, 16),
+            "a mini format not in the caps",
+        ),
+        (
+            zip(MiniCqeFormat::Hash, CompressionLayout::Enhanced, 16),
+            "a layout not in the caps",
+        ),
+        (
+            zip(MiniCqeFormat::Hash, CompressionLayout::Basic, 32),
+            "a session beyond cqe_compression_max_num",
+        ),
+    ] {
+        assert!(kind(dev.create_cq(init)).is_err(), "{what}");
+    }
+    let c = dev
+        .create_cq(zip(MiniCqeFormat::Hash, CompressionLayout::Basic, 16))
+        .unwrap();
+    let qp_init = QpInit {
+        qp_type: QpType::Rc,
+        pd,
+        send_cq: Some(c),
+        recv_cq: Some(c),
+        sq_wqebbs: 64,
+        max_send_sge: 2,
+        max_inline: 64,
+        rq: RqInit::None,
+        xrcd: None,
+        vlan_strip: false,
+    };
+    assert!(dev.create_qp(qp_init).is_ok());
+    for (init, what) in [
+        (
+            QpInit {
+                max_inline: 65,
+                ..qp_init
+            },
+            "max_inline",
+        ),
+        (
+            QpInit {
+                max_send_sge: 3,
+                ..qp_init
+            },
+            "max_sge",
+        ),
+        (
+            QpInit {
+                qp_type: QpType::RawPacket,
+                rq: RqInit::Striding {
+                    wqe_cnt: 8,
+                    log_num_strides: 17,
+                    log_stride_bytes: 6,
+                },
+                ..qp_init
+            },
+            "striding RQ beyond max_log_num_strides",
+        ),
+        (
+            QpInit {
+                qp_type: QpType::RawPacket,
+                rq: RqInit::Striding {
+                    wqe_cnt: 8,
+                    log_num_strides: 3,
+                    log_stride_bytes: 5,
+                },
+                ..qp_init
+            },
+            "striding RQ below min_log_stride_bytes",
+        ),
+    ] {
+        assert!(dev.create_qp(init).is_err(), "{what}");
+    }
+
+    // Data path: no (enhanced) MPW, a minimum inline L2 header.
+    let frame = udp_frame(&[5u8; 18]);
+    let cq_init = CqInit {
+        cqe_cnt: 64,
+        cqe_size: CqeSize::B64,
+        compression: None,
+        ignore_overrun: false,
+    };
+    let rig = |f: fn(&mut Caps)| {
+        let mut caps = Caps::default();
+        f(&mut caps);
+        let r = raw_on(
+            Device::new(DeviceConfig {
+                caps,
+                ..DeviceConfig::default()
+            }),
+            RqInit::None,
+            cq_init,
+            false,
+        );
+        r.buf.write(0, &frame).unwrap();
+        r
+    };
+    let expect = |r: &mut Raw, idx: u16, vendor: VendorSyndrome| {
+        r.dev.process_sq(r.tx).unwrap();
+        let e = TCq::new(&r.dev, r.tx_cq).drain();
+        assert_eq!(
+            err_of(&e[0]),
+            (CqeOpcode::ReqErr, Syndrome::LocalQpOp, vendor as u8, idx)
+        );
+    };
+    let mut r = rig(|c| c.flags.enhanced_mpw = false);
+    let segs = vec![eth_seg(0, 0, &[]), data_seg(r.buf.addr(), r.key, 60)];
+    let idx = TSq::new(&r.dev, r.tx).post(SendOpcode::EnhancedMpsw, 0, SIG, 0, &segs);
+    expect(&mut r, idx, VendorSyndrome::Unsupported);
+
+    let mut r = rig(|c| c.flags.mpw_allowed = false);
+    let segs = vec![eth_seg(0, 60, &[]), data_seg(r.buf.addr(), r.key, 60)];
+    let idx = TSq::new(&r.dev, r.tx).post(SendOpcode::Tso, OPC_MOD_MPW, SIG, 0, &segs);
+    expect(&mut r, idx, VendorSyndrome::Unsupported);
+
+    // ConnectX-4 Lx: 18 bytes of L2 header inline are required.
+    let mut r = rig(|c| c.eth_min_inline = 18);
+    let mut sq = TSq::new(&r.dev, r.tx);
+    sq.post(
+        SendOpcode::Send,
+        0,
+        SIG,
+        0,
+        &[
+            eth_seg(0, 0, &frame[..18]),
+            data_seg(r.buf.addr() + 18, r.key, 42),
+        ],
+    );
+    let short = sq.post(
+        SendOpcode::Send,
+        0,
+        SIG,
+        0,
+        &[
+            eth_seg(0, 0, &frame[..14]),
+            data_seg(r.buf.addr() + 14, r.key, 46),
+        ],
+    );
+    r.dev.process_sq(r.tx).unwrap();
+    let e = TCq::new(&r.dev, r.tx_cq).drain();
+    assert_eq!(e[0].opcode(), CqeOpcode::Req, "18 bytes inline: accepted");
+    assert_eq!(
+        err_of(&e[1]),
+        (
+            CqeOpcode::ReqErr,
+            Syndrome::LocalQpOp,
+            VendorSyndrome::BadSegment as u8,
+            short
         )
     );
 }
@@ -1502,6 +1757,67 @@ fn wrong_opcode_and_malformed_wqes() {
 }
 
 #[test]
+fn segments_in_the_wrong_place_are_malformed() {
+    // Inline data as an RDMA read's scatter list (pointers needed).
+    let mut p = pair(QpType::Rc, Access::ALL);
+    let mut sq = TSq::new(&p.dev, p.a);
+    let idx = sq.post(
+        SendOpcode::RdmaRead,
+        0,
+        SIG,
+        0,
+        &[
+            raddr_seg(p.rbuf.addr(), p.rkey),
+            inline_seg(b"not a pointer"),
+        ],
+    );
+    p.dev.process_sq(p.a).unwrap();
+    let e = TCq::new(&p.dev, p.a_cq).drain();
+    assert_eq!(
+        err_of(&e[0]),
+        (
+            CqeOpcode::ReqErr,
+            Syndrome::LocalQpOp,
+            VendorSyndrome::BadSegment as u8,
+            idx
+        )
+    );
+
+    // An RDMA write with its data segment before the remote-address
+    // segment: the parser is positional, as the hardware is, so the
+    // pointer is read as the remote address and the address as the
+    // pointer, whose lkey (the low half of an address) names no MR. The
+    // WQE after it is flushed.
+    let mut p = pair(QpType::Rc, Access::ALL);
+    let mut sq = TSq::new(&p.dev, p.a);
+    let idx = sq.post(
+        SendOpcode::RdmaWrite,
+        0,
+        SIG,
+        0,
+        &[
+            data_seg(p.buf.addr(), p.key, 8),
+            raddr_seg(p.rbuf.addr(), p.rkey),
+        ],
+    );
+    let next = sq.post(SendOpcode::Nop, 0, SIG, 0, &[]);
+    p.dev.process_sq(p.a).unwrap();
+    let e = TCq::new(&p.dev, p.a_cq).drain();
+    assert_eq!(
+        (err_of(&e[0]).0, err_of(&e[0]).1, err_of(&e[0]).3),
+        (CqeOpcode::ReqErr, Syndrome::LocalProt, idx)
+    );
+    assert_eq!(
+        (err_of(&e[1]).1, err_of(&e[1]).3),
+        (Syndrome::WrFlush, next)
+    );
+    assert_eq!(p.dev.qp_state(p.a), Some(QpState::Err));
+    let mut got = [0u8; 8];
+    p.rbuf.read(0, &mut got).unwrap();
+    assert_eq!(got, [0; 8], "nothing was written");
+}
+
+#[test]
 fn rnr_and_receive_too_small() {
     // rnr_retry 0: immediate RNR retry exceeded.
     let mut p = pair(QpType::Rc, Access::ALL);
@@ -1643,6 +1959,37 @@ fn injected_failure_delay_and_stall() {
     p.dev.resume();
     p.dev.process_sq(p.a).unwrap();
     assert_eq!(tc.poll().map(|c| c.wqe_counter.get()), Some(2));
+
+    // A stall keeps the doorbell: after `resume`, the next step runs what
+    // was published, with no second doorbell.
+    p.dev.inject(Fault::StallQp { qpn: p.a });
+    sq.post(SendOpcode::Nop, 0, SIG, 0, &[]);
+    assert!(p.dev.process_sq(p.a).unwrap().stalled);
+    assert!(p.dev.step().stalled);
+    assert!(tc.poll().is_none());
+    p.dev.resume();
+    assert_eq!(p.dev.step().wqes, 1);
+    assert_eq!(tc.poll().map(|c| c.wqe_counter.get()), Some(3));
+}
+
+#[test]
+fn step_budget_leaves_the_rest_for_the_next_steps() {
+    let cfg = DeviceConfig {
+        step_budget: 1,
+        ..DeviceConfig::default()
+    };
+    let mut p = pair_cfg(cfg, QpType::Rc, Access::ALL);
+    let mut sq = TSq::new(&p.dev, p.a);
+    let mut tc = TCq::new(&p.dev, p.a_cq);
+    for _ in 0..3 {
+        sq.post(SendOpcode::Nop, 0, SIG, 0, &[]);
+    }
+    assert_eq!(p.dev.process_sq_n(p.a, 1).unwrap().wqes, 1);
+    assert_eq!(p.dev.step().wqes, 1);
+    assert_eq!(p.dev.step().wqes, 1);
+    assert_eq!(p.dev.step().wqes, 0);
+    let got: Vec<u16> = tc.drain().iter().map(|c| c.wqe_counter.get()).collect();
+    assert_eq!(got, [0, 1, 2]);
 }
 
 // --------------------------------------------------------------------------
@@ -1742,6 +2089,54 @@ fn uar_doorbells_drive_step_and_catch_ordering_mistakes() {
 }
 
 #[test]
+fn recorded_register_writes_are_what_was_written() {
+    let mut p = pair(QpType::Rc, Access::ALL);
+    p.dev
+        .start_recording_to(Recorder::new("uar-test", None).with_cap(64));
+    let mut sq = TSq::new(&p.dev, p.a);
+    let mut rq = TRq::new(&p.dev, p.b);
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    // An 8-byte doorbell for a 3-DS WQE: 8 bytes recorded.
+    let w = sq.build(SendOpcode::Send, 0, SIG, 0, &[inline_seg(b"doorbell")]);
+    sq.write(&w);
+    sq.ring_dbrec();
+    sq.uar.write(0x800, &w[..8]).unwrap();
+    assert_eq!(p.dev.step().wqes, 1);
+    // A BlueFlame copy of the next WQE (second half): all of it recorded.
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    let w2 = sq.build(SendOpcode::Send, 0, SIG, 0, &[inline_seg(b"blueflame")]);
+    sq.write(&w2);
+    sq.ring_dbrec();
+    let ds = usize::from(w2[7] & 0x3f) * 16;
+    sq.uar.write(0x900, &w2[..ds]).unwrap();
+    assert_eq!(p.dev.step().wqes, 1);
+    assert!(p.dev.take_events().is_empty());
+    let text = p.dev.take_recorder().unwrap().text().to_string();
+    let mmio: Vec<(String, usize)> = text
+        .split("\n\n")
+        .filter(|r| r.contains("# kind: mmio_write") && r.contains("# queue: sq"))
+        .map(|r| {
+            let hex: String = r
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let note = r
+                .lines()
+                .find_map(|l| l.strip_prefix("# note: "))
+                .unwrap_or("")
+                .to_string();
+            (note, hex.split_whitespace().count())
+        })
+        .collect();
+    assert_eq!(mmio.len(), 2, "{text}");
+    assert_eq!(mmio[0].1, 8);
+    assert!(mmio[0].0.contains("8-byte SQ doorbell"), "{:?}", mmio[0]);
+    assert_eq!(mmio[1].1, ds);
+    assert!(mmio[1].0.contains("BlueFlame copy"), "{:?}", mmio[1]);
+}
+
+#[test]
 fn send_with_invalidate_and_local_invalidate() {
     let mut p = pair(QpType::Rc, Access::ALL);
     let pd = Pdn(1);
@@ -1781,6 +2176,137 @@ fn send_with_invalidate_and_local_invalidate() {
     p.dev.process_sq(p.a).unwrap();
     let e = TCq::new(&p.dev, p.a_cq).drain();
     assert_eq!(err_of(&e[0]).1, Syndrome::MwBind);
+}
+
+#[test]
+fn uc_send_with_invalidate() {
+    // libmlx5 installs `wr_send_inv` on UC (`fill_wr_builders_uc`; man
+    // ibv_wr_post: SEND_WITH_INV on UC, RC, XRC_SEND): the responder
+    // invalidates the key as on RC.
+    let mut p = pair(QpType::Uc, Access::ALL);
+    let win = p.dev.alloc_buffer(64).unwrap();
+    let wkey = p
+        .dev
+        .reg_mr(Pdn(1), &win, Access::ALL | Access::INVALIDATE)
+        .unwrap();
+    let mut sq = TSq::new(&p.dev, p.a);
+    let mut rq = TRq::new(&p.dev, p.b);
+    let (mut a_cq, mut b_cq) = (TCq::new(&p.dev, p.a_cq), TCq::new(&p.dev, p.b_cq));
+
+    // No receive posted: UC drops the message, the key stays valid.
+    sq.post(SendOpcode::SendInval, 0, SIG, wkey, &[inline_seg(b"lost")]);
+    p.dev.process_sq(p.a).unwrap();
+    assert_eq!(a_cq.drain()[0].opcode(), CqeOpcode::Req);
+    assert!(b_cq.drain().is_empty());
+    assert!(p.dev.mr_valid(wkey));
+
+    // A receive posted: the message lands, the key is invalidated.
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    sq.post(SendOpcode::SendInval, 0, SIG, wkey, &[inline_seg(b"inv")]);
+    p.dev.process_sq(p.a).unwrap();
+    let req = a_cq.drain();
+    assert_eq!(
+        (req.len(), req[0].opcode(), req[0].wqe_counter.get()),
+        (1, CqeOpcode::Req, 1)
+    );
+    let r = b_cq.drain();
+    assert_eq!(
+        (
+            r[0].opcode(),
+            r[0].imm_inval_pkey.get(),
+            r[0].byte_cnt.get(),
+            r[0].wqe_counter.get()
+        ),
+        (CqeOpcode::RespSendInv, wkey, 3, 0)
+    );
+    let mut got = [0u8; 3];
+    p.rbuf.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"inv");
+    assert!(!p.dev.mr_valid(wkey));
+
+    // A key the responder may not invalidate (an ordinary MR): the
+    // receive completes with REMOTE_INVAL_REQ, the responder goes to error
+    // and flushes the rest; the UC requester, unacknowledged, completes
+    // successfully.
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    sq.post(SendOpcode::SendInval, 0, SIG, p.rkey, &[inline_seg(b"no")]);
+    p.dev.process_sq(p.a).unwrap();
+    assert_eq!(a_cq.drain()[0].opcode(), CqeOpcode::Req);
+    let r = b_cq.drain();
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        err_of(&r[0]),
+        (
+            CqeOpcode::RespErr,
+            Syndrome::RemoteInvalReq,
+            VendorSyndrome::BadKey as u8,
+            1
+        )
+    );
+    assert_eq!((err_of(&r[1]).1, err_of(&r[1]).3), (Syndrome::WrFlush, 2));
+    assert_eq!(
+        (p.dev.qp_state(p.a), p.dev.qp_state(p.b)),
+        (Some(QpState::Rts), Some(QpState::Err))
+    );
+    assert!(p
+        .dev
+        .take_events()
+        .contains(&EmuEvent::QpAccessErr { qpn: p.b }));
+
+    // A non-invalidatable key on RC: the same responder error, and the
+    // requester sees REMOTE_OP.
+    let mut p = pair(QpType::Rc, Access::ALL);
+    let mut sq = TSq::new(&p.dev, p.a);
+    let mut rq = TRq::new(&p.dev, p.b);
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    sq.post(SendOpcode::SendInval, 0, SIG, p.rkey, &[inline_seg(b"no")]);
+    p.dev.process_sq(p.a).unwrap();
+    let req = TCq::new(&p.dev, p.a_cq).drain();
+    assert_eq!(
+        (err_of(&req[0]).1, err_of(&req[0]).2),
+        (Syndrome::RemoteOp, VendorSyndrome::BadKey as u8)
+    );
+    let r = TCq::new(&p.dev, p.b_cq).drain();
+    assert_eq!(err_of(&r[0]).1, Syndrome::RemoteInvalReq);
+    assert!(p.dev.mr_valid(p.rkey));
+}
+
+#[test]
+fn send_with_invalidate_waits_out_rnr_before_invalidating() {
+    // RC with rnr_retry 7 and no receive: the SQ waits; the key must stay
+    // valid until the message lands, or the retry would fail on a key the
+    // device invalidated itself.
+    let mut p = pair(QpType::Rc, Access::ALL);
+    p.dev
+        .modify_qp(
+            p.a,
+            QpState::Rts,
+            &QpAttr {
+                rnr_retry: 7,
+                ..QpAttr::default()
+            },
+        )
+        .unwrap();
+    let win = p.dev.alloc_buffer(64).unwrap();
+    let wkey = p
+        .dev
+        .reg_mr(Pdn(1), &win, Access::ALL | Access::INVALIDATE)
+        .unwrap();
+    let mut sq = TSq::new(&p.dev, p.a);
+    sq.post(SendOpcode::SendInval, 0, SIG, wkey, &[inline_seg(b"wait")]);
+    assert!(p.dev.process_sq(p.a).unwrap().waiting);
+    assert!(p.dev.mr_valid(wkey));
+    let mut rq = TRq::new(&p.dev, p.b);
+    rq.post(&[(p.rbuf.addr(), p.rkey, 64)]);
+    assert_eq!(p.dev.step().wqes, 1);
+    assert_eq!(TCq::new(&p.dev, p.a_cq).drain()[0].opcode(), CqeOpcode::Req);
+    let r = TCq::new(&p.dev, p.b_cq).drain();
+    assert_eq!(
+        (r[0].opcode(), r[0].imm_inval_pkey.get()),
+        (CqeOpcode::RespSendInv, wkey)
+    );
+    assert!(!p.dev.mr_valid(wkey));
 }
 
 // --------------------------------------------------------------------------

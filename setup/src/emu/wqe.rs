@@ -447,8 +447,9 @@ pub fn parse(bytes: &[u8], ctx: &ParseCtx) -> Result<Wqe, WqeFault> {
 }
 
 /// The opcode/QP-type table (IBA transport services; PRM-FACTS §4):
-/// RDMA read and atomics need a reliable transport, UD carries sends only,
-/// raw Ethernet carries Ethernet opcodes only.
+/// RDMA read and atomics need a reliable transport, send with invalidate
+/// and RDMA write need a connected one (RC, UC, XRC), UD carries sends
+/// only, raw Ethernet carries Ethernet opcodes only.
 fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFault> {
     use SendOpcode as S;
     let t = ctx.qp_type;
@@ -457,7 +458,10 @@ fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFau
     let ok = match op {
         S::Nop => true,
         S::Send | S::SendImm => t != QpType::XrcTgt && (op == S::Send || t != QpType::RawPacket),
-        S::SendInval => reliable,
+        // libmlx5 installs `wr_send_inv` on UC as on RC and XRC
+        // (`fill_wr_builders_uc`; man ibv_wr_post: SEND_WITH_INV on UC, RC,
+        // XRC_SEND).
+        S::SendInval => ib,
         S::RdmaWrite | S::RdmaWriteImm => ib,
         S::RdmaRead | S::AtomicCs | S::AtomicFa | S::AtomicMaskedCs | S::AtomicMaskedFa => reliable,
         S::LocalInval | S::Umr => t != QpType::RawPacket && t != QpType::XrcTgt,

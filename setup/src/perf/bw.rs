@@ -13,6 +13,7 @@ use super::pair::{drain, post_recv, Deadline, Pair, PairSpec, GRH, QKEY};
 use super::runner::{Goal, Run};
 use super::stats::{PeakMeter, Throughput};
 use super::{Opts, PerfError, Test};
+use crate::backend::Backend;
 use mlx5dp::prm::Av;
 use mlx5dp::sq::{DoorbellOnly, PostError};
 use serde_json::json;
@@ -23,7 +24,7 @@ type P = DoorbellOnly;
 const SLOTS: usize = 16;
 
 /// Runs a bandwidth test.
-pub fn run(o: &Opts) -> Result<Report, PerfError> {
+pub fn run(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
     let size = o.size as usize;
     let inline = o.size <= o.inline && matches!(o.test, Test::SendBw | Test::WriteBw);
     // WQEBBs of one work request: control + remote address (or datagram)
@@ -36,6 +37,7 @@ pub fn run(o: &Opts) -> Result<Report, PerfError> {
     let sq_wqebbs = (o.tx_depth as usize * per_wr).next_power_of_two().max(64) as u32;
     let rq_wqes = (o.tx_depth * 2).next_power_of_two().max(64);
     let mut p: Pair<P> = Pair::new(
+        be,
         o,
         PairSpec {
             sq_wqebbs,
@@ -75,7 +77,7 @@ pub fn run(o: &Opts) -> Result<Report, PerfError> {
     let mut minis = 0u64;
     let mut peak = PeakMeter::new();
     let mut run = Run::start(o.goal, o.test.name());
-    let deadline = Deadline::start();
+    let mut deadline = Deadline::start();
     let mut spins = 0u64;
     let mut last_completed = 0;
     while !run.done(completed) {
@@ -166,7 +168,7 @@ pub fn run(o: &Opts) -> Result<Report, PerfError> {
     // here deliver every message or fail the run), and on UD until no more
     // arrive for a while (UD may drop a message when no receive is posted).
     if o.test == Test::SendBw {
-        let settle = Deadline::start();
+        let mut settle = Deadline::start();
         let mut idle = std::time::Instant::now();
         let mut spins = 0u64;
         while received < posted {

@@ -15,7 +15,7 @@ use super::pair::{drain, post_recv, Deadline, Pair, PairSpec, Side, GRH, QKEY};
 use super::runner::Run;
 use super::stats::Latency;
 use super::{Opts, PerfError, Test};
-use crate::backend::Buffer;
+use crate::backend::{Backend, Buffer};
 use mlx5dp::cq::Cq;
 use mlx5dp::prm::Av;
 use mlx5dp::sq::{BlueFlamePreferred, PostError};
@@ -34,10 +34,11 @@ struct Bufs {
 }
 
 /// Runs a latency test.
-pub fn run(o: &Opts) -> Result<Report, PerfError> {
+pub fn run(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
     let size = o.size as usize;
     let inline = o.size <= o.inline;
     let mut p: Pair<P> = Pair::new(
+        be,
         o,
         PairSpec {
             sq_wqebbs: 64,
@@ -149,7 +150,7 @@ fn round(
         };
         post(test, side, &bufs[from], &bufs[to], e, e.qpn[to], payload, i)?;
         // Wait at the receiver, retiring both sides' send completions.
-        let deadline = Deadline::start();
+        let mut deadline = Deadline::start();
         let mut spins = 0u64;
         loop {
             let (rx_cq, tx_cq) = if to == 1 {

@@ -1,5 +1,7 @@
 //! `mlx5dp perf`: perftest- and testpmd-style measurements of the core's
-//! data path, on the emulated ConnectX (its own thread) by default.
+//! data path, on the emulated ConnectX (its own thread) by default, or on a
+//! ConnectX with `--device NAME` (feature `verbs`; both QPs on one port,
+//! connected to each other, as perftest's loopback runs).
 //!
 //! - [`lat`]: `send-lat`, `write-lat`: ping-pong between two QPs;
 //! - [`bw`]: `send-bw`, `write-bw`, `read-bw`, `atomic-bw`: a window of
@@ -12,9 +14,13 @@
 //!   backend's raw parts (the one module with `unsafe`).
 //!
 //! Every figure is end to end: the core posts and polls on this thread,
-//! the emulated device parses every WQE, moves every byte and writes every
-//! CQE on its own thread. The figures measure this software pair on this
-//! machine, never a ConnectX.
+//! the device (the emulated one on its own thread, or the NIC) parses every
+//! WQE, moves every byte and writes every CQE. On the emulated device the
+//! figures measure this software pair on this machine, never a ConnectX.
+//! Every test runs through [`crate::backend::Backend`], so the same code
+//! drives both; what needs the emulator (`raw-rx`: frames looped back on
+//! one port, a striding RQ; `--qp ud`: address vectors without a route)
+//! is refused on a verbs device.
 //!
 //! Errors: bad arguments and an unavailable device exit with status 2
 //! ([`PerfError::exit_code`]); a failure during the run with 1.
@@ -33,6 +39,7 @@ pub mod rig;
 pub mod runner;
 pub mod stats;
 
+use crate::backend::Backend;
 use crate::emu::{CompressionCfg, CompressionLayout};
 use clap::{Args, ValueEnum};
 use mlx5dp::prm::MiniCqeFormat;
@@ -222,9 +229,10 @@ pub struct PerfArgs {
     /// CQE compression on the test's CQs: off or the mini-CQE format.
     #[arg(long, value_enum)]
     pub cqe_compression: Option<CompArg>,
-    /// Layout of compressed sessions.
-    #[arg(long, value_enum, default_value = "enhanced")]
-    pub cqe_layout: LayoutArg,
+    /// Layout of compressed sessions (default: enhanced on `emu`, basic on
+    /// a verbs device, the only one `mlx5dv_create_cq` can ask for).
+    #[arg(long, value_enum)]
+    pub cqe_layout: Option<LayoutArg>,
     /// Transport (verbs tests).
     #[arg(long, value_enum, default_value = "rc")]
     pub qp: QpArg,
@@ -429,9 +437,29 @@ impl Opts {
                 comp_arg.name()
             )));
         }
+        let emu = a.device == "emu";
+        if !emu {
+            if a.qp == QpArg::Ud {
+                return Err(PerfError::usage(format!(
+                    "device {}: --qp ud needs address handles, not built for verbs devices yet; use --qp rc or --device emu",
+                    a.device
+                )));
+            }
+            if t == Test::RawRx {
+                return Err(PerfError::usage(format!(
+                    "device {}: raw-rx needs frames looped back on one port and a striding RQ (emulator only so far); use --device emu",
+                    a.device
+                )));
+            }
+        }
+        let layout = a.cqe_layout.unwrap_or(if emu {
+            LayoutArg::Enhanced
+        } else {
+            LayoutArg::Basic
+        });
         let compression = comp_arg.format().map(|format| CompressionCfg {
             format,
-            layout: match a.cqe_layout {
+            layout: match layout {
                 LayoutArg::Basic => CompressionLayout::Basic,
                 LayoutArg::Enhanced => CompressionLayout::Enhanced,
             },
@@ -460,32 +488,28 @@ impl Opts {
     }
 }
 
-/// The one-line refusal of a device this build or backend cannot run.
+/// The one-line refusal (status 2) of an RDMA device name in a build
+/// without the `verbs` feature; it names the emulated device.
 pub fn device_error(name: &str) -> PerfError {
-    if cfg!(feature = "verbs") {
-        PerfError::usage(format!(
-            "device {name}: perf tests do not run on verbs devices yet; use --device emu"
-        ))
-    } else {
-        PerfError::usage(format!(
-            "device {name} needs the `verbs` feature (cargo build --features verbs); use --device emu"
-        ))
-    }
+    PerfError::usage(
+        crate::backend::BackendError::NeedsVerbs {
+            device: name.to_string(),
+        }
+        .to_string(),
+    )
+}
+
+/// Opens the device a run asks for: `emu` (on its own thread) or an RDMA
+/// device; one line and status 2 when it cannot be opened.
+pub fn open_device(name: &str) -> Result<Box<dyn Backend>, PerfError> {
+    crate::backend::open(name).map_err(|e| PerfError::usage(e.to_string()))
 }
 
 /// Runs `mlx5dp perf` and returns what to print on stdout.
 pub fn run(a: &PerfArgs) -> Result<String, PerfError> {
     let opts = Opts::resolve(a)?;
-    if a.device != "emu" {
-        #[cfg(feature = "verbs")]
-        {
-            // Opening the device says whether it exists; the tests have no
-            // verbs rig yet.
-            crate::verbs::Context::open(&a.device).map_err(|e| PerfError::usage(e.to_string()))?;
-        }
-        return Err(device_error(&a.device));
-    }
-    let report = run_emu(&opts)?;
+    let be = open_device(&a.device)?;
+    let report = run_on(be, &opts)?;
     Ok(if a.json {
         format!("{}\n", report.json())
     } else {
@@ -493,14 +517,19 @@ pub fn run(a: &PerfArgs) -> Result<String, PerfError> {
     })
 }
 
+/// Runs a test on `be`.
+pub fn run_on(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
+    match o.test {
+        Test::SendLat | Test::WriteLat => lat::run(be, o),
+        Test::SendBw | Test::WriteBw | Test::ReadBw | Test::AtomicBw => bw::run(be, o),
+        Test::RawTx => raw::run_tx(be, o),
+        Test::RawRx => raw::run_rx(be, o),
+    }
+}
+
 /// Runs a test on the emulated device on its own thread.
 pub fn run_emu(o: &Opts) -> Result<Report, PerfError> {
-    match o.test {
-        Test::SendLat | Test::WriteLat => lat::run(o),
-        Test::SendBw | Test::WriteBw | Test::ReadBw | Test::AtomicBw => bw::run(o),
-        Test::RawTx => raw::run_tx(o),
-        Test::RawRx => raw::run_rx(o),
-    }
+    run_on(Box::new(emu_device()?), o)
 }
 
 /// A threaded emulated device, as every perf test uses.

@@ -1,10 +1,11 @@
-//! Two QPs of one transport connected to each other over the emulated
-//! device, each with its own CQ (sends and receives), as perftest's client
-//! and server are: the rig of the latency and bandwidth tests.
+//! Two QPs of one transport connected to each other over one device (the
+//! emulated one, or a ConnectX in loopback through one port), each with its
+//! own CQ (sends and receives), as perftest's client and server are: the
+//! rig of the latency and bandwidth tests.
 #![forbid(unsafe_code)]
 
-use super::{emu_device, rig, Opts, PerfError, QpArg};
-use crate::backend::{Backend, Buffer, ConnectAttr, EmuBackend, QpHandle};
+use super::{rig, Opts, PerfError, QpArg};
+use crate::backend::{Backend, Buffer, ConnectAttr, QpHandle};
 use crate::emu::{Access, Cqn, Pdn, QpInit, QpType, RqInit};
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, WorkQueues, WqRef};
 use mlx5dp::prm::{CqeOpcode, WcStatus};
@@ -156,7 +157,7 @@ pub struct PairSpec {
 #[derive(Debug)]
 pub struct Pair<P: DoorbellPolicy> {
     /// The device.
-    pub be: EmuBackend,
+    pub be: Box<dyn Backend>,
     /// The protection domain.
     pub pd: Pdn,
     /// The client's CQ.
@@ -170,10 +171,11 @@ pub struct Pair<P: DoorbellPolicy> {
 }
 
 impl<P: DoorbellPolicy> Pair<P> {
-    /// Creates the device, the CQs and the QPs, and connects them.
-    pub fn new(o: &Opts, spec: PairSpec) -> Result<Self, PerfError> {
-        let mut be = emu_device()?;
-        let pd = be.alloc_pd().map_err(|e| PerfError::setup("alloc_pd", e))?;
+    /// Creates the CQs and the QPs on `be`, and connects them.
+    pub fn new(mut be: Box<dyn Backend>, o: &Opts, spec: PairSpec) -> Result<Self, PerfError> {
+        let pd = be
+            .alloc_pd()
+            .map_err(|e| rig::backend_error("alloc_pd", e))?;
         let cq_a = rig::cq(&mut be, spec.cqes, o.compression, false)?;
         let cq_b = rig::cq(&mut be, spec.cqes, o.compression, false)?;
         let qp_type = match o.qp {
@@ -181,7 +183,7 @@ impl<P: DoorbellPolicy> Pair<P> {
             QpArg::Uc => QpType::Uc,
             QpArg::Ud => QpType::Ud,
         };
-        let mk = |be: &mut EmuBackend, cq: &Cq| -> Result<&'static QpHandle, PerfError> {
+        let mk = |be: &mut Box<dyn Backend>, cq: &Cq| -> Result<&'static QpHandle, PerfError> {
             rig::qp(
                 be,
                 QpInit {
@@ -207,12 +209,12 @@ impl<P: DoorbellPolicy> Pair<P> {
         if qp_type == QpType::Ud {
             be.bring_up(a.qpn, None, QKEY, attr)
                 .and_then(|()| be.bring_up(b.qpn, None, QKEY, attr))
-                .map_err(|e| PerfError::setup("bring_up", e))?;
+                .map_err(|e| rig::backend_error("bring_up", e))?;
         } else {
             be.connect(a.qpn, b.qpn, attr)
-                .map_err(|e| PerfError::setup("connect", e))?;
+                .map_err(|e| rig::backend_error("connect", e))?;
         }
-        let side = |be: &EmuBackend, h: &'static QpHandle| -> Result<Side<P>, PerfError> {
+        let side = |be: &dyn Backend, h: &'static QpHandle| -> Result<Side<P>, PerfError> {
             Ok(Side {
                 qpn: h.qpn.0,
                 sq: rig::send_queue(be, h, |_| {})?,
@@ -220,8 +222,8 @@ impl<P: DoorbellPolicy> Pair<P> {
             })
         };
         let sides = Sides {
-            a: side(&be, a)?,
-            b: side(&be, b)?,
+            a: side(&*be, a)?,
+            b: side(&*be, b)?,
         };
         Ok(Self {
             be,
@@ -237,7 +239,7 @@ impl<P: DoorbellPolicy> Pair<P> {
     pub fn buffer(&mut self, len: usize) -> Result<Buffer, PerfError> {
         self.be
             .reg_buffer(self.pd, len.max(64), Access::ALL)
-            .map_err(|e| PerfError::setup("reg_mr", e))
+            .map_err(|e| rig::backend_error("reg_mr", e))
     }
 
     /// The device's name and a check that it saw no core mistake.
@@ -269,7 +271,7 @@ pub fn post_recv(
     .map_err(|e| PerfError::run(format!("post receive: {e:?}")))
 }
 
-/// A deadline check for waits.
+/// A deadline check for waits: fails after [`DEADLINE`] without progress.
 #[derive(Debug)]
 pub struct Deadline(Instant);
 
@@ -279,9 +281,14 @@ impl Deadline {
         Self(Instant::now())
     }
 
-    /// Fails once [`DEADLINE`] has passed (checked every 4096 calls' worth
-    /// of caller loop; `spins` is the caller's counter).
-    pub fn check(&self, spins: u64, what: &str) -> Result<(), PerfError> {
+    /// Fails once [`DEADLINE`] has passed since the wait began. `spins` is
+    /// the caller's count of consecutive loops without progress (0 on the
+    /// first: the clock restarts there, so a long run that keeps making
+    /// progress never times out); checked every 4096 of them.
+    pub fn check(&mut self, spins: u64, what: &str) -> Result<(), PerfError> {
+        if spins == 0 {
+            self.0 = Instant::now();
+        }
         if spins % 4096 == 4095 && self.0.elapsed() > DEADLINE {
             return Err(PerfError::run(format!(
                 "no progress after {DEADLINE:?} waiting for {what}"

@@ -22,8 +22,8 @@ use super::pair::Deadline;
 use super::rig::{self, StridingRq};
 use super::runner::Run;
 use super::stats::{PeakMeter, Throughput};
-use super::{emu_device, Opts, PerfError, RawMode, RqArg};
-use crate::backend::{Backend, Buffer, ConnectAttr, EmuBackend, QpHandle};
+use super::{Opts, PerfError, RawMode, RqArg};
+use crate::backend::{Backend, Buffer, ConnectAttr, QpHandle};
 use crate::emu::device::FlowRule;
 use crate::emu::{Access, Cqn, EmuEvent, Pdn, QpInit, QpType, RqInit};
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
@@ -196,7 +196,8 @@ fn poll<M: TxMode>(
 }
 
 /// Counts the frames the device dropped; fails on any core mistake.
-fn count_drops(be: &mut EmuBackend) -> Result<u64, PerfError> {
+/// (Only the emulated device reports either.)
+fn count_drops(be: &mut Box<dyn Backend>) -> Result<u64, PerfError> {
     let events = be.take_events();
     if let Some(m) = super::core_mistakes(&events) {
         return Err(PerfError::run(m));
@@ -209,7 +210,7 @@ fn count_drops(be: &mut EmuBackend) -> Result<u64, PerfError> {
 
 /// The sender: device, PD, send CQ, raw QP and its Tx queue.
 struct Sender<M: TxMode> {
-    be: EmuBackend,
+    be: Box<dyn Backend>,
     pd: Pdn,
     cq: Cq,
     txq: Txq<M>,
@@ -218,9 +219,14 @@ struct Sender<M: TxMode> {
     slot: usize,
 }
 
-fn sender<M: TxMode>(o: &Opts, inline: bool) -> Result<Sender<M>, PerfError> {
-    let mut be = emu_device()?;
-    let pd = be.alloc_pd().map_err(|e| PerfError::setup("alloc_pd", e))?;
+fn sender<M: TxMode>(
+    mut be: Box<dyn Backend>,
+    o: &Opts,
+    inline: bool,
+) -> Result<Sender<M>, PerfError> {
+    let pd = be
+        .alloc_pd()
+        .map_err(|e| rig::backend_error("alloc_pd", e))?;
     let cq = rig::cq(&mut be, TX_CQES, None, false)?;
     let h: &'static QpHandle = rig::qp(
         &mut be,
@@ -238,7 +244,7 @@ fn sender<M: TxMode>(o: &Opts, inline: bool) -> Result<Sender<M>, PerfError> {
         },
     )?;
     be.bring_up(h.qpn, None, 0, ConnectAttr::default())
-        .map_err(|e| PerfError::setup("bring_up", e))?;
+        .map_err(|e| rig::backend_error("bring_up", e))?;
     let sq = rig::send_queue(&be, h, |_| {})?;
     let ids = rig::leak(vec![0u64; IDS]).as_mut_slice();
     let cfg = TxConfig {
@@ -252,7 +258,7 @@ fn sender<M: TxMode>(o: &Opts, inline: bool) -> Result<Sender<M>, PerfError> {
     let slot = size.next_multiple_of(64);
     let buf = be
         .reg_buffer(pd, slot * FRAMES, Access::ALL)
-        .map_err(|e| PerfError::setup("reg_mr", e))?;
+        .map_err(|e| rig::backend_error("reg_mr", e))?;
     let frames: Vec<Vec<u8>> = (0..FRAMES).map(|i| udp_frame(size, i as u16)).collect();
     for (i, f) in frames.iter().enumerate() {
         buf.write(i * slot, f);
@@ -294,16 +300,18 @@ fn packets<'f>(
         .collect()
 }
 
-/// Runs `raw-tx`.
-pub fn run_tx(o: &Opts) -> Result<Report, PerfError> {
+/// Runs `raw-tx` on `be`. The emulated device drops every frame by
+/// steering and counts them, which the run checks; a ConnectX puts them on
+/// the wire, uncounted.
+pub fn run_tx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
     match o.mode {
-        RawMode::Inline => tx::<Empw>(o, true),
-        RawMode::Pointer => tx::<Empw>(o, false),
-        RawMode::Single => tx::<SingleWqe>(o, false),
+        RawMode::Inline => tx::<Empw>(be, o, true),
+        RawMode::Pointer => tx::<Empw>(be, o, false),
+        RawMode::Single => tx::<SingleWqe>(be, o, false),
     }
 }
 
-fn tx<M: TxMode>(o: &Opts, inline: bool) -> Result<Report, PerfError> {
+fn tx<M: TxMode>(be: Box<dyn Backend>, o: &Opts, inline: bool) -> Result<Report, PerfError> {
     let Sender {
         mut be,
         mut cq,
@@ -312,7 +320,8 @@ fn tx<M: TxMode>(o: &Opts, inline: bool) -> Result<Report, PerfError> {
         buf,
         slot,
         ..
-    } = sender::<M>(o, inline)?;
+    } = sender::<M>(be, o, inline)?;
+    let counted = be.emulated();
     let pointer = !inline && o.mode == RawMode::Pointer;
     let pkts = packets(&frames, &buf, slot, pointer, o.batch as usize);
     let mut q = Queues {
@@ -329,7 +338,7 @@ fn tx<M: TxMode>(o: &Opts, inline: bool) -> Result<Report, PerfError> {
     let mut at = 0usize;
     let mut loops = 0u64;
     let mut peak = PeakMeter::new();
-    let deadline = Deadline::start();
+    let mut deadline = Deadline::start();
     let mut spins = 0u64;
     let mut run = Run::start(o.goal, o.test.name());
     // Sending stops at the goal; the run ends when every packet is retired.
@@ -363,7 +372,7 @@ fn tx<M: TxMode>(o: &Opts, inline: bool) -> Result<Report, PerfError> {
     }
     let elapsed = run.finish();
     dropped += count_drops(&mut be)?;
-    if dropped != sent {
+    if counted && dropped != sent {
         return Err(PerfError::run(format!(
             "sent {sent} frames, the device put {dropped} on the port"
         )));
@@ -405,14 +414,22 @@ fn tx<M: TxMode>(o: &Opts, inline: bool) -> Result<Report, PerfError> {
                 "packets per WQE",
                 json!(st.packets as f64 / (st.sessions + st.single_wqes).max(1) as f64),
             ),
-            ("frames out of the port", json!(dropped)),
+            (
+                "frames out of the port",
+                if counted {
+                    json!(dropped)
+                } else {
+                    json!("not counted (hardware)")
+                },
+            ),
             ("Mpps", json!(sent as f64 / elapsed.as_secs_f64() / 1e6)),
         ],
     })
 }
 
-/// Runs `raw-rx`.
-pub fn run_rx(o: &Opts) -> Result<Report, PerfError> {
+/// Runs `raw-rx` on `be` (the sender and the receiver on one port: the
+/// emulated device's loopback fabric).
+pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
     let inline = o.size <= 256;
     let Sender {
         mut be,
@@ -422,7 +439,7 @@ pub fn run_rx(o: &Opts) -> Result<Report, PerfError> {
         frames,
         buf,
         slot: tx_slot,
-    } = sender::<Empw>(o, inline)?;
+    } = sender::<Empw>(be, o, inline)?;
     let pkts = packets(&frames, &buf, tx_slot, !inline, o.batch as usize);
     let size = o.size as usize;
     let striding = o.rq == RqArg::Striding;
@@ -458,14 +475,14 @@ pub fn run_rx(o: &Opts) -> Result<Report, PerfError> {
         },
     )?;
     be.bring_up(h.qpn, None, 0, ConnectAttr::default())
-        .map_err(|e| PerfError::setup("bring_up", e))?;
+        .map_err(|e| rig::backend_error("bring_up", e))?;
     be.add_flow(FlowRule {
         qpn: h.qpn,
         dmac: None,
         ethertype: None,
         flow_tag: h.qpn.0,
     })
-    .map_err(|e| PerfError::setup("add_flow", e))?;
+    .map_err(|e| rig::backend_error("add_flow", e))?;
     let rx_len = if striding {
         64 << (log_num + log_stride)
     } else {
@@ -473,7 +490,7 @@ pub fn run_rx(o: &Opts) -> Result<Report, PerfError> {
     };
     let rbuf = be
         .reg_buffer(pd, rx_len, Access::ALL)
-        .map_err(|e| PerfError::setup("reg_mr", e))?;
+        .map_err(|e| rig::backend_error("reg_mr", e))?;
     let mut q = Queues {
         txq,
         tx_done: 0,
@@ -501,7 +518,7 @@ pub fn run_rx(o: &Opts) -> Result<Report, PerfError> {
     let mut loops = 0u64;
     let mut dropped = 0u64;
     let mut peak = PeakMeter::new();
-    let deadline = Deadline::start();
+    let mut deadline = Deadline::start();
     let mut spins = 0u64;
     let mut run = Run::start(o.goal, o.test.name());
     loop {
@@ -578,7 +595,9 @@ pub fn run_rx(o: &Opts) -> Result<Report, PerfError> {
             "the device dropped {dropped} frames"
         )));
     }
-    let stats = be.with(|d| d.cq_stats(Cqn(cq_rx.cqn())));
+    let stats = be
+        .as_emu()
+        .and_then(|e| e.with(|d| d.cq_stats(Cqn(cq_rx.cqn()))));
     let device = be.name().to_string();
     let share = seen.minis as f64 / seen.completions.max(1) as f64;
     let mut extra = vec![

@@ -8,7 +8,7 @@
 //! process (a few kilobytes per queue; a perf run creates a handful).
 
 use super::PerfError;
-use crate::backend::{Backend, QpHandle};
+use crate::backend::{Backend, BackendError, QpHandle};
 use crate::emu::{CompressionCfg, CoreCq, CqInit, CqeSize, EmuRqKind, QpInit, RqRawParts};
 use mlx5dp::barrier;
 use mlx5dp::cq::{Cq, LookupError, StrideCompletion};
@@ -22,13 +22,35 @@ pub fn leak<T>(t: T) -> &'static mut T {
     Box::leak(Box::new(t))
 }
 
+/// The error of a backend call `verb`: status 2 when the device cannot do
+/// it (a missing capability, an emulator-only feature on hardware), 1
+/// otherwise.
+pub fn backend_error(verb: &str, e: BackendError) -> PerfError {
+    if e.is_unavailable() {
+        PerfError::usage(format!("{verb}: {e}"))
+    } else {
+        PerfError::setup(verb, e)
+    }
+}
+
 /// Creates a CQ of `cqe_cnt` 64-byte CQEs and builds the core's poller on it.
-pub fn cq<B: Backend>(
+pub fn cq<B: Backend + ?Sized>(
     be: &mut B,
     cqe_cnt: u32,
     compression: Option<CompressionCfg>,
     striding_rq: bool,
 ) -> Result<Cq, PerfError> {
+    Ok(cq_with_owner(be, cqe_cnt, compression, striding_rq)?.1)
+}
+
+/// Like [`cq`], also returning the (leaked) owner of the CQ's parts, for
+/// whoever needs to look at the ring itself (`mlx5dp trace record`).
+pub fn cq_with_owner<B: Backend + ?Sized>(
+    be: &mut B,
+    cqe_cnt: u32,
+    compression: Option<CompressionCfg>,
+    striding_rq: bool,
+) -> Result<(&'static CoreCq, Cq), PerfError> {
     let parts: &'static CoreCq = leak(
         be.create_cq(CqInit {
             cqe_cnt,
@@ -36,27 +58,28 @@ pub fn cq<B: Backend>(
             compression,
             ignore_overrun: false,
         })
-        .map_err(|e| PerfError::setup("create_cq", e))?,
+        .map_err(|e| backend_error("create_cq", e))?,
     );
     let cfg = parts.config(striding_rq);
     // SAFETY: the parts come from the device for this new CQ; their memory
     // is kept alive by `parts`, leaked for the life of the process; this
     // `Cq` is the only software that polls it.
-    unsafe { Cq::from_raw_parts(parts.raw_parts(), cfg, 0) }
-        .map_err(|e| PerfError::setup("Cq::from_raw_parts", format!("{e:?}")))
+    let cq = unsafe { Cq::from_raw_parts(parts.raw_parts(), cfg, 0) }
+        .map_err(|e| PerfError::setup("Cq::from_raw_parts", format!("{e:?}")))?;
+    Ok((parts, cq))
 }
 
 /// Creates a QP (in RESET).
-pub fn qp<B: Backend>(be: &mut B, init: QpInit) -> Result<&'static QpHandle, PerfError> {
+pub fn qp<B: Backend + ?Sized>(be: &mut B, init: QpInit) -> Result<&'static QpHandle, PerfError> {
     Ok(leak(
         be.create_qp(init)
-            .map_err(|e| PerfError::setup("create_qp", e))?,
+            .map_err(|e| backend_error("create_qp", e))?,
     ))
 }
 
 /// The core's send queue of `h`, with a full-ring shadow and staging area;
 /// `adjust` may change the configuration derived from the QP first.
-pub fn send_queue<B: Backend, P: DoorbellPolicy, Q: QpKind>(
+pub fn send_queue<B: Backend + ?Sized, P: DoorbellPolicy, Q: QpKind>(
     be: &B,
     h: &'static QpHandle,
     adjust: impl FnOnce(&mut mlx5dp::sq::SqConfig),

@@ -17,6 +17,11 @@
 //!   QPN/LID/GID/PSN, and recovery after an error completion.
 //! - [`parts`]: `mlx5dv_init_obj` and the checks that turn its output into
 //!   the core's raw-parts types. After this the core never calls rdma-core.
+//! - [`backend`]: [`VerbsBackend`], the [`crate::backend::Backend`] the
+//!   end-to-end scenarios, `mlx5dp perf --device NAME` and
+//!   `mlx5dp trace record --device NAME` run on.
+//! - [`capture`]: the host side of `mlx5dp trace record` on hardware (the
+//!   WQEs posted, the doorbell values, the CQ ring around each poll).
 //! - [`smoke`]: a hardware scenario (RC loopback through the core) for
 //!   `MLX5DP_DEVICE=mlx5_0`.
 //!
@@ -31,20 +36,21 @@
 //! the core's type has no lifetime ([`mlx5dp::cq::CqParts`]), the
 //! constructor's `unsafe` contract says to keep the owner alive.
 //!
-//! # Why there is no `impl Backend`
+//! # The backend-neutral owners
 //!
-//! [`crate::backend::Backend`] returns the emulator's own types
-//! ([`crate::emu::CoreSq`], [`crate::emu::CoreCq`], [`crate::backend::Buffer`]
-//! over an emulated `DmaBlock`, emulator handles `Pdn`/`Qpn`), whose fields
-//! are private to `emu`; a verbs device cannot produce them. See the
-//! report of issue 6 for the change (associated types on `Backend`) that
-//! lets both backends implement it.
+//! [`VerbsBackend`] hands out the same owner types as the emulated device
+//! ([`crate::emu::CoreSq`], [`crate::emu::CoreCq`], [`crate::emu::CoreRq`],
+//! [`crate::backend::Buffer`]): their plain parts are filled from the
+//! checked `mlx5dv_*` structs and their [`crate::backend::KeepAlive`]
+//! holds the `Arc` of the verbs object, so the order above still holds.
 //!
 //! Nothing here has run on a ConnectX: the FFI layouts are checked against
 //! the installed header, the no-device path and every pure check run here,
 //! the rest waits for hardware.
 #![cfg(feature = "verbs")]
 
+pub mod backend;
+pub mod capture;
 pub mod device;
 pub mod ffi;
 pub mod parts;
@@ -54,6 +60,7 @@ pub mod smoke;
 #[cfg(all(test, feature = "verbs"))]
 mod tests;
 
+pub use backend::VerbsBackend;
 pub use device::{list_devices, Context, DeviceCaps};
 pub use parts::PartsError;
 pub use resources::{Cq, CqOptions, Flow, Mr, Pd, Qp, QpKind, QpOptions, Srq, Wq, Xrcd};
@@ -110,6 +117,26 @@ impl VerbsError {
                 .unwrap_or(-ret)
         };
         VerbsError::Verb { verb, errno }
+    }
+}
+
+impl VerbsError {
+    /// Whether the device is missing, not usable by this user, not mlx5,
+    /// or lacks what was asked: the tools fail at once with status 2.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            VerbsError::NoDevice
+            | VerbsError::DeviceNotFound { .. }
+            | VerbsError::NotMlx5 { .. }
+            | VerbsError::Unsupported(_) => true,
+            VerbsError::Verb { errno, .. } => {
+                matches!(
+                    *errno,
+                    libc::EPERM | libc::EACCES | libc::EOPNOTSUPP | libc::ENODEV
+                )
+            }
+            _ => false,
+        }
     }
 }
 

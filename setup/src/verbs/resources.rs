@@ -10,6 +10,11 @@ use super::device::{Context, ContextInner, DeviceCaps, PortInfo};
 use super::ffi::{self, cq_init_attr_mask, cqe_res_format, mlx5dv_obj};
 use super::parts::{self, PartsError};
 use super::VerbsError;
+use crate::emu::core_parts::KeepAlive;
+use crate::emu::{
+    CompressionCfg, CompressionLayout, CoreCq, CoreRq, CoreSq, EmuCqParts, EmuRqKind, EmuRqParts,
+    EmuSqParts,
+};
 use core::ptr::{self, NonNull};
 use mlx5dp::cq::{CqConfig, CqParts, Layout, TimestampFormat};
 use mlx5dp::index::RingSize;
@@ -416,6 +421,42 @@ impl Cq {
     }
 }
 
+impl Cq {
+    /// The CQ as the backend-neutral owner the scenarios and tools take
+    /// ([`crate::backend::Backend::create_cq`]): the checked
+    /// `mlx5dv_init_obj` parts, the timestamp format of
+    /// [`Cq::config`], and a reference that keeps this CQ (its buffer,
+    /// doorbell record and UAR mapping) alive.
+    pub fn core_cq(&self, caps: &DeviceCaps) -> Result<CoreCq, VerbsError> {
+        let c = self.dv()?;
+        let cfg = self.config(caps, false)?;
+        let parts = EmuCqParts {
+            cqn: c.cqn,
+            buf: c.buf,
+            cqe_cnt: c.cqe_cnt,
+            cqe_size: c.cqe_size.bytes() as u32,
+            dbrec: c.dbrec,
+            uar: c.uar,
+            // Verbs compression is the basic layout (PRM-FACTS §10.1).
+            compression: self.opts.compression.map(|format| CompressionCfg {
+                format,
+                layout: CompressionLayout::Basic,
+                max_session: caps
+                    .cqe_compression
+                    .as_ref()
+                    .map_or(0, |z| u16::try_from(z.max_num).unwrap_or(u16::MAX)),
+                force: false,
+            }),
+        };
+        // SAFETY: the values were checked by `check_cq` (non-null, aligned,
+        // power-of-two count, 64 or 128-byte CQEs) and describe this live
+        // CQ; the `Arc` in the `KeepAlive` keeps it (and so its buffer,
+        // doorbell record and UAR mapping) alive for as long as the owner;
+        // the device writes the ring by DMA.
+        Ok(unsafe { CoreCq::from_parts(parts, cfg.timestamp, KeepAlive::new(self.inner.clone())) })
+    }
+}
+
 // ---------------------------------------------------------------------------
 // XRC domain.
 
@@ -612,6 +653,23 @@ impl Srq {
     /// The raw `ibv_srq`.
     pub fn as_ptr(&self) -> *mut ibv_srq {
         self.inner.ptr
+    }
+
+    /// The SRQ ring as the backend-neutral owner (see [`Cq::core_cq`]).
+    pub fn core_rq(&self) -> Result<CoreRq, VerbsError> {
+        let c = self.dv()?;
+        let parts = EmuRqParts {
+            num: c.srqn,
+            buf: c.buf,
+            wqe_cnt: c.wqe_cnt,
+            stride: 1 << c.wqe_shift,
+            dbrec: c.dbrec,
+            kind: EmuRqKind::Srq,
+        };
+        // SAFETY: checked by `check_srq` (non-null, aligned ring and record,
+        // power-of-two count and stride) for this live SRQ, which the
+        // `KeepAlive` keeps alive; the device only reads the ring.
+        Ok(unsafe { CoreRq::from_parts(parts, KeepAlive::new(self.inner.clone())) })
     }
 }
 
@@ -1324,6 +1382,87 @@ impl Qp {
         // SAFETY: forwarded to the caller.
         unsafe { RecvParts::from_checked(&c) }
     }
+
+    /// The send queue as the backend-neutral owner (see [`Cq::core_cq`]),
+    /// with [`Qp::sq_config`] as its configuration.
+    pub fn core_sq(&self, caps: &DeviceCaps) -> Result<CoreSq, VerbsError> {
+        let dv = self.dv()?;
+        let c = parts::check_sq(&dv)?;
+        let config = self.sq_config(caps)?;
+        let parts = EmuSqParts {
+            qpn: self.qpn(),
+            buf: c.buf,
+            wqe_cnt: c.wqe_cnt,
+            stride: 64,
+            // The record's base: `CoreSq::raw_parts` takes word 1
+            // (MLX5_SND_DBR), as `check_sq` did.
+            dbrec: dv.dbrec,
+            // Informational: the doorbell register is UAR + 0x800.
+            uar: c.bf_reg.wrapping_sub(0x800),
+            bf_reg: c.bf_reg,
+            bf_size: c.bf_size,
+            max_inline: self.cap.max_inline_data,
+            max_sge: self.cap.max_send_sge,
+        };
+        // SAFETY: checked by `check_sq` (non-null, aligned ring, record and
+        // register, power-of-two WQEBB count, BlueFlame size 0 or a power
+        // of two) for this live QP, which the `KeepAlive` keeps alive (and
+        // with it the ring, the doorbell record and the UAR mapping).
+        Ok(unsafe {
+            CoreSq::from_parts(
+                parts,
+                kind_to_emu(self.opts.kind),
+                Some(config),
+                KeepAlive::new(self.inner.clone()),
+            )
+        })
+    }
+
+    /// The receive queue as the backend-neutral owner (see
+    /// [`Cq::core_cq`]).
+    pub fn core_rq(&self) -> Result<CoreRq, VerbsError> {
+        let c = parts::check_qp_rq(&self.dv()?)?;
+        let parts = EmuRqParts {
+            num: self.qpn(),
+            buf: c.buf,
+            wqe_cnt: c.wqe_cnt,
+            stride: 1 << c.wqe_shift,
+            dbrec: c.dbrec,
+            kind: EmuRqKind::Cyclic,
+        };
+        // SAFETY: checked by `check_qp_rq` for this live QP, which the
+        // `KeepAlive` keeps alive; the device only reads the ring.
+        Ok(unsafe { CoreRq::from_parts(parts, KeepAlive::new(self.inner.clone())) })
+    }
+
+    /// The QP's current state (`ibv_query_qp`, `IBV_QP_STATE`): the
+    /// device moves a QP to ERR on its own after an error completion.
+    pub fn state(&self) -> Result<rdma_sys::ibv_qp_state::Type, VerbsError> {
+        // SAFETY: plain C data; all-zero is valid.
+        let mut a: ibv_qp_attr = unsafe { core::mem::zeroed() };
+        // SAFETY: plain C data; all-zero is valid.
+        let mut init: rdma_sys::ibv_qp_init_attr = unsafe { core::mem::zeroed() };
+        let mask = i32::try_from(M::IBV_QP_STATE.0).unwrap_or(1);
+        // SAFETY: a live QP and valid out-structs.
+        let ret = unsafe { rdma_sys::ibv_query_qp(self.inner.ptr, &mut a, mask, &mut init) };
+        if ret != 0 {
+            return Err(VerbsError::ret("ibv_query_qp", ret));
+        }
+        Ok(a.qp_state)
+    }
+}
+
+/// The backend-neutral QP type of a verbs QP kind.
+pub fn kind_to_emu(kind: QpKind) -> crate::emu::QpType {
+    use crate::emu::QpType as T;
+    match kind {
+        QpKind::Rc => T::Rc,
+        QpKind::Uc => T::Uc,
+        QpKind::Ud => T::Ud,
+        QpKind::XrcIni => T::XrcIni,
+        QpKind::XrcTgt => T::XrcTgt,
+        QpKind::RawPacket => T::RawPacket,
+    }
 }
 
 /// A receive ring as [`mlx5dp::rq::Rq::new`] takes it.
@@ -1389,13 +1528,25 @@ impl Srq {
 // ---------------------------------------------------------------------------
 // Flow steering.
 
-/// `struct ibv_flow_attr` followed by one Ethernet spec, as
-/// `ibv_create_flow` reads them.
+/// `struct ibv_flow_attr` followed by one Ethernet spec and one tag
+/// action, as `ibv_create_flow` reads them (`num_of_specs` says whether the
+/// tag is there).
 #[repr(C)]
 struct EthFlowAttr {
     attr: rdma_sys::ibv_flow_attr,
     eth: rdma_sys::ibv_flow_spec_eth,
+    tag: rdma_sys::ibv_flow_spec_action_tag,
 }
+
+// libibverbs reads the specs at `attr + sizeof(attr)`, one after another.
+const _: () = assert!(
+    core::mem::offset_of!(EthFlowAttr, eth) == core::mem::size_of::<rdma_sys::ibv_flow_attr>()
+);
+const _: () = assert!(
+    core::mem::offset_of!(EthFlowAttr, tag)
+        == core::mem::size_of::<rdma_sys::ibv_flow_attr>()
+            + core::mem::size_of::<rdma_sys::ibv_flow_spec_eth>()
+);
 
 /// A flow-steering rule sending matching frames to a RAW_PACKET QP
 /// (`ibv_create_flow`); removed on drop, before its QP.
@@ -1416,28 +1567,48 @@ impl Drop for Flow {
 }
 
 impl Flow {
-    /// Steers frames to `dst_mac` (and `ether_type`, if given) arriving on
-    /// the QP's port to the RAW_PACKET `qp`.
-    pub fn eth(qp: &Qp, dst_mac: [u8; 6], ether_type: Option<u16>) -> Result<Self, VerbsError> {
+    /// Steers frames to `dst_mac` (every destination if `None`) and
+    /// `ether_type` (if given) arriving on the QP's port to the RAW_PACKET
+    /// `qp`, marking their CQEs with `tag` if given
+    /// (`IBV_FLOW_SPEC_ACTION_TAG`).
+    pub fn eth(
+        qp: &Qp,
+        dst_mac: Option<[u8; 6]>,
+        ether_type: Option<u16>,
+        tag: Option<u32>,
+    ) -> Result<Self, VerbsError> {
         if qp.kind() != QpKind::RawPacket {
             return Err(VerbsError::Invalid("flow rules steer to RAW_PACKET QPs"));
         }
         // SAFETY: plain C data; all-zero is valid.
         let mut f: EthFlowAttr = unsafe { core::mem::zeroed() };
         f.attr.type_ = rdma_sys::ibv_flow_attr_type::IBV_FLOW_ATTR_NORMAL;
-        f.attr.size = core::mem::size_of::<EthFlowAttr>() as u16;
         f.attr.num_of_specs = 1;
         f.attr.port = qp.port.port;
         f.eth.type_ = rdma_sys::ibv_flow_spec_type::IBV_FLOW_SPEC_ETH;
         f.eth.size = core::mem::size_of::<rdma_sys::ibv_flow_spec_eth>() as u16;
-        f.eth.val.dst_mac = dst_mac;
-        f.eth.mask.dst_mac = [0xff; 6];
+        if let Some(mac) = dst_mac {
+            f.eth.val.dst_mac = mac;
+            f.eth.mask.dst_mac = [0xff; 6];
+        }
         if let Some(t) = ether_type {
             f.eth.val.ether_type = t.to_be();
             f.eth.mask.ether_type = 0xffff;
         }
-        // SAFETY: a live QP; `f` is the attribute followed by its one spec,
-        // as `size` and `num_of_specs` say.
+        let mut size = core::mem::size_of::<rdma_sys::ibv_flow_attr>()
+            + core::mem::size_of::<rdma_sys::ibv_flow_spec_eth>();
+        if let Some(tag) = tag {
+            f.attr.num_of_specs = 2;
+            f.tag.type_ = rdma_sys::ibv_flow_spec_type::IBV_FLOW_SPEC_ACTION_TAG;
+            f.tag.size = core::mem::size_of::<rdma_sys::ibv_flow_spec_action_tag>() as u16;
+            f.tag.tag_id = tag;
+            size += core::mem::size_of::<rdma_sys::ibv_flow_spec_action_tag>();
+        }
+        f.attr.size =
+            u16::try_from(size).map_err(|_| VerbsError::Invalid("flow attribute size"))?;
+        // SAFETY: a live QP; `f` is the attribute followed by its specs, as
+        // `size` and `num_of_specs` say (back to back: checked at compile
+        // time below).
         let ptr = unsafe { rdma_sys::ibv_create_flow(qp.inner.ptr, ptr::addr_of_mut!(f).cast()) }
             .unwrap_or(ptr::null_mut());
         if ptr.is_null() {

@@ -1,8 +1,8 @@
 //! Shared pieces of the end-to-end scenarios (`tests/tests/e2e_*.rs`).
 //!
 //! A scenario takes a [`Backend`] (the emulated device in step mode or on
-//! its own thread today, a ConnectX later), creates its objects through
-//! it, then posts and polls through the core only: [`SendQueue`] for
+//! its own thread, or a ConnectX through `verbs`), creates its objects
+//! through it, then posts and polls through the core only: [`SendQueue`] for
 //! sends, [`Rq`] for cyclic receives, [`Cq`] for completions;
 //! [`TestSrq`] and [`TestStridingRq`] are thin wrappers over the core's
 //! `Srq` and `StridingRq` that keep the scenarios' bookkeeping.
@@ -132,6 +132,8 @@ pub struct Queues<P: DoorbellPolicy> {
     pub rqs: BTreeMap<u32, Rq<'static>>,
     /// SRQs by SRQ number.
     pub srqs: BTreeMap<u32, TestSrq>,
+    /// The SRQ each QP receives through, by QPN ([`Queues::attach_srq`]).
+    pub srq_of_qp: BTreeMap<u32, u32>,
     /// Striding RQs by flow tag.
     pub strided: BTreeMap<u32, TestStridingRq>,
     /// Every retired work request, in order.
@@ -146,6 +148,7 @@ impl<P: DoorbellPolicy> Default for Queues<P> {
             sqs: BTreeMap::new(),
             rqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
+            srq_of_qp: BTreeMap::new(),
             strided: BTreeMap::new(),
             retired: Vec::new(),
             polled: Vec::new(),
@@ -157,6 +160,15 @@ impl<P: DoorbellPolicy> Queues<P> {
     /// The send queue of `qpn` (panics if absent: a scenario bug).
     pub fn sq(&mut self, qpn: Qpn) -> &mut SendQueue<'static, P> {
         self.sqs.get_mut(&qpn.0).expect("no such send queue")
+    }
+
+    /// Says that `qpn` receives through SRQ `srqn`. With CQE version 1
+    /// (every ConnectX-5 and later) libmlx5 puts the QP's user index, not
+    /// the SRQ number, in a responder CQE's `srqn_uidx`, so a hardware
+    /// completion is mapped to its SRQ through the QPN; the emulator writes
+    /// the SRQ number, which maps directly.
+    pub fn attach_srq(&mut self, qpn: u32, srqn: u32) {
+        self.srq_of_qp.insert(qpn, srqn);
     }
 
     /// The receive queue filed under `key`.
@@ -244,8 +256,16 @@ impl<P: DoorbellPolicy> WorkQueues for Queues<P> {
         status: WcStatus,
     ) -> Result<RecvRetired, LookupError> {
         let error = status != WcStatus::Success;
-        let (key, wr_id) = if let Some(srq) = self.srqs.get_mut(&wq.srqn_uidx) {
-            (wq.srqn_uidx, srq.retire(wqe_counter)?)
+        let srqn = match self.srq_of_qp.get(&wq.qpn) {
+            Some(&n) => Some(n),
+            None => self
+                .srqs
+                .contains_key(&wq.srqn_uidx)
+                .then_some(wq.srqn_uidx),
+        };
+        let srq = srqn.and_then(|n| Some((n, self.srqs.get_mut(&n)?)));
+        let (key, wr_id) = if let Some((n, srq)) = srq {
+            (n, srq.retire(wqe_counter)?)
         } else {
             let rq = self.rqs.get_mut(&wq.qpn).ok_or(LookupError::UnknownQueue)?;
             (wq.qpn, rq.retire(wqe_counter, error)?)
