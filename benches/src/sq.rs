@@ -46,7 +46,8 @@ pub(crate) static FRAME64: [u8; 64] = {
 
 /// Builds a send queue over leaked heap memory: ring, doorbell record,
 /// 4 KiB UAR page (BlueFlame register at 0x800, two 256-byte halves),
-/// shadow, and a staging area as large as the ring.
+/// shadow, and a staging area as large as the ring; its list posts use
+/// AVX2 when this CPU has it.
 pub(crate) fn leak_queue<P: DoorbellPolicy, Q: QpKind>(
     config: SqConfig,
 ) -> SendQueue<'static, P, Q> {
@@ -73,7 +74,25 @@ pub(crate) fn leak_queue<P: DoorbellPolicy, Q: QpKind>(
     // SAFETY: the ring (`WQE_CNT` WQEBBs), the register (2 × 256 bytes at
     // 0x800 of a 4 KiB page, 8-byte aligned) and the doorbell record are
     // leaked, so they live for `'static`, and nothing else touches them.
-    unsafe { SendQueue::new_typed(raw, config, shadow, staging) }.expect("send queue")
+    let sq = unsafe { SendQueue::new_typed(raw, config, shadow, staging) }.expect("send queue");
+    #[cfg(target_arch = "x86_64")]
+    let sq = {
+        let mut sq = sq;
+        sq.set_avx2(avx2());
+        sq
+    };
+    sq
+}
+
+/// The AVX2 proof, when this CPU has AVX2 (the list posts use it).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx2() -> Option<mlx5dp::cq::zip_x86::Avx2> {
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU running this process has AVX2 (just detected).
+        Some(unsafe { mlx5dp::cq::zip_x86::Avx2::new_unchecked() })
+    } else {
+        None
+    }
 }
 
 #[cold]
@@ -176,7 +195,9 @@ pub fn measured_rc_write_batch32_sge(
 }
 
 /// Lists of 32 RDMA WRITEs posted with `SendQueue::post_rdma_write_list`,
-/// one doorbell per list; `n` is a multiple of 32.
+/// one doorbell per list; `n` is a multiple of 32. The queue uses AVX2
+/// when the CPU has it ([`leak_queue`]; [`measured_rc_write_list32_scalar`]
+/// is the same without).
 ///
 /// Counted: the list posts and this loop (one call per 32 WQEs). Not
 /// counted: building the list. It is built once, by the scenario (32
@@ -190,6 +211,22 @@ pub fn measured_rc_write_list32(
     list: &[RdmaWr; 32],
     n: u64,
 ) {
+    for _ in 0..n / 32 {
+        ok(sq.post_rdma_write_list(list));
+    }
+}
+
+/// [`measured_rc_write_list32`] on a queue told not to use AVX2
+/// (`SendQueue::set_avx2(None)`, once per call: one store): the figure of
+/// a CPU without it.
+#[inline(never)]
+pub fn measured_rc_write_list32_scalar(
+    sq: &mut SendQueue<'static, DoorbellOnly, RcQp>,
+    list: &[RdmaWr; 32],
+    n: u64,
+) {
+    #[cfg(target_arch = "x86_64")]
+    sq.set_avx2(None);
     for _ in 0..n / 32 {
         ok(sq.post_rdma_write_list(list));
     }
@@ -295,6 +332,7 @@ enum Kind {
     WriteSgePost,
     WriteBatch32Sge,
     WriteList32,
+    WriteList32Scalar,
 }
 
 /// A send-queue scenario over a [`DoorbellOnly`] queue.
@@ -373,7 +411,10 @@ impl Scenario for SqScenario {
     fn granule(&self) -> u64 {
         if matches!(
             self.kind,
-            Kind::WriteBatch32 | Kind::WriteBatch32Sge | Kind::WriteList32
+            Kind::WriteBatch32
+                | Kind::WriteBatch32Sge
+                | Kind::WriteList32
+                | Kind::WriteList32Scalar
         ) {
             32
         } else {
@@ -399,6 +440,9 @@ impl Scenario for SqScenario {
             (Kind::WriteSgePost, Some(sq), _, _) => measured_rc_write_sge_post(sq, first, n),
             (Kind::WriteBatch32Sge, Some(sq), _, _) => measured_rc_write_batch32_sge(sq, first, n),
             (Kind::WriteList32, Some(sq), _, _) => measured_rc_write_list32(sq, self.list, n),
+            (Kind::WriteList32Scalar, Some(sq), _, _) => {
+                measured_rc_write_list32_scalar(sq, self.list, n)
+            }
             (Kind::UdSendAv, _, Some(sq), _) => measured_ud_send_av(sq, self.av, first, n),
             (Kind::RawEth64, _, _, Some(sq)) => measured_raw_eth64(sq, first, n),
             _ => unreachable!("{}: no queue of its type", self.name),
@@ -489,6 +533,11 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             "sq/rc_write_list32",
             "*measured_rc_write_list32*",
             Kind::WriteList32,
+        )),
+        Box::new(SqScenario::new(
+            "sq/rc_write_list32_scalar",
+            "*measured_rc_write_list32_scalar*",
+            Kind::WriteList32Scalar,
         )),
         Box::new(BfScenario {
             sq: leak_queue(SqConfig::new(QpType::Rc, QPN, 64, 4)),

@@ -1,11 +1,9 @@
 //! End-to-end offloads over the core and the emulated device: TCP
 //! segmentation (TSO), IPv4/TCP/UDP checksum offload verified with an
 //! RFC 1071 checksum computed here (`e2e::frames`, not the emulator's),
-//! and CQ arming: completion events (any / solicited only) and overrun.
-//!
-//! VLAN insertion is not covered: the core's `Batch` has no setter for
-//! the Ethernet segment's VLAN-insert field (reported as a gap); the
-//! emulator's side of it is unit-tested in `setup/src/emu/tests.rs`.
+//! VLAN insertion (`Wr::vlan`: by the device, or in the inline header when
+//! the device requires one), and CQ arming: completion events (any /
+//! solicited only) and overrun.
 
 use mlx5dp::cq::Cq;
 use mlx5dp::prm::WcStatus;
@@ -13,7 +11,7 @@ use mlx5dp::rq::Sge as RSge;
 use mlx5dp::sq::BlueFlamePreferred;
 use mlx5dp_setup::backend::{Backend, Buffer, EmuBackend, QpHandle};
 use mlx5dp_setup::emu::device::FlowRule;
-use mlx5dp_setup::emu::{CqeSize, Cqn, DeviceConfig, EmuEvent, QpType, RqInit};
+use mlx5dp_setup::emu::{Caps, CqeSize, Cqn, DeviceConfig, EmuEvent, QpType, RqInit};
 use mlx5dp_tests::e2e::check::{check_all, Ledger};
 use mlx5dp_tests::e2e::frames::{self, ipv4_header_ok, l4_check, l4_field, rfc1071};
 use mlx5dp_tests::e2e::{leak, pattern, Fabric, QpSpec, Queues};
@@ -33,7 +31,12 @@ struct Raw {
 }
 
 fn raw_pair() -> Raw {
-    let mut f = Fabric::new(EmuBackend::step_mode(DeviceConfig::default()));
+    raw_pair_on(DeviceConfig::default())
+}
+
+/// [`raw_pair`] on a device configured as `config`.
+fn raw_pair_on(config: DeviceConfig) -> Raw {
+    let mut f = Fabric::new(EmuBackend::step_mode(config));
     let cq = f.cq(256, CqeSize::B64, None, false);
     let a = f.qp(QpSpec::new(QpType::RawPacket), &cq, Some(&cq));
     let b = f.qp(QpSpec::new(QpType::RawPacket), &cq, Some(&cq));
@@ -239,6 +242,107 @@ fn checksum_offload_computes_ipv4_tcp_and_udp_sums() {
     r.ledger
         .withdraw_recv(r.b.qpn.0, &(3..16).map(|i| 0x100 + i).collect::<Vec<u64>>());
     check_all(&r.ledger, &r.q.retired);
+}
+
+// ---------------------------------------------------------------------------
+// VLAN insertion
+// ---------------------------------------------------------------------------
+
+/// `frame` with a C-VLAN tag (TPID 0x8100, `tci`) after its MAC addresses.
+fn tagged(frame: &[u8], tci: u16) -> Vec<u8> {
+    let mut t = frame[..12].to_vec();
+    t.extend_from_slice(&0x8100u16.to_be_bytes());
+    t.extend_from_slice(&tci.to_be_bytes());
+    t.extend_from_slice(&frame[12..]);
+    t
+}
+
+/// Frames sent with `Wr::vlan` arrive with the tag inserted after the MAC
+/// addresses, the rest unchanged (checksum offload still applies to the
+/// IPv4 and UDP headers behind the tag): on a device that needs no inline
+/// header the Ethernet segment carries the VLAN-insert request and the
+/// device inserts the tag; on one that needs 18 bytes inline (a
+/// ConnectX-4 Lx) the core writes the tag into the inline header. Both
+/// put the same frame on the wire; an untagged frame in between stays
+/// untagged.
+#[test]
+fn vlan_insertion_delivers_tagged_frames() {
+    for eth_min_inline in [0u16, 18] {
+        let config = DeviceConfig {
+            caps: Caps {
+                eth_min_inline,
+                ..Caps::default()
+            },
+            ..DeviceConfig::default()
+        };
+        let mut r = raw_pair_on(config);
+        let udp = frames::ipv4_udp(&pattern(4, 200), 11);
+        let plain = frames::ipv4_udp(&pattern(5, 90), 12);
+        let tcp = frames::ipv4_tcp(&pattern(6, 300), 0x55, 13);
+        r.buf.write(0, &udp);
+        r.buf.write(0x1000, &plain);
+        r.buf.write(0x2000, &tcp);
+        {
+            let mut batch = r.q.sq(r.a.qpn).start();
+            batch
+                .send(1)
+                .expect("send")
+                .signaled()
+                .vlan(0x0123)
+                .expect("vlan")
+                .ip_csum()
+                .expect("csum")
+                .frame(r.buf.key, r.buf.addr(0), &udp)
+                .expect("frame");
+            batch
+                .send(2)
+                .expect("send")
+                .signaled()
+                .frame(r.buf.key, r.buf.addr(0x1000), &plain)
+                .expect("frame");
+            batch
+                .send(3)
+                .expect("send")
+                .signaled()
+                .vlan(0xe00f)
+                .expect("vlan")
+                .frame(r.buf.key, r.buf.addr(0x2000), &tcp)
+                .expect("frame");
+            batch.complete();
+        }
+        for i in 1..=3 {
+            r.ledger.send(r.a.qpn.0, i);
+        }
+        r.run(6);
+        let sent = r.q.sent(r.a.qpn);
+        assert_eq!(sent.len(), 3, "eth_min_inline {eth_min_inline}");
+        assert!(
+            sent.iter().all(|c| c.status == WcStatus::Success),
+            "{sent:?}"
+        );
+        // The UDP frame: tagged, its checksums filled in by the device.
+        let got = r.received(0);
+        assert_eq!(got.len(), udp.len() + 4, "eth_min_inline {eth_min_inline}");
+        assert_eq!(&got[..18], &tagged(&udp, 0x0123)[..18]);
+        let untagged: Vec<u8> = [&got[..12], &got[16..]].concat();
+        assert!(ipv4_header_ok(&untagged), "eth_min_inline {eth_min_inline}");
+        assert_eq!(l4_check(&untagged), 0, "eth_min_inline {eth_min_inline}");
+        for (k, (x, y)) in untagged.iter().zip(udp.iter()).enumerate() {
+            if ![24, 25, 40, 41].contains(&k) {
+                assert_eq!(x, y, "eth_min_inline {eth_min_inline}: byte {k}");
+            }
+        }
+        // The untagged frame, as sent; the TCP frame, tagged, as sent.
+        assert_eq!(r.received(1), plain, "eth_min_inline {eth_min_inline}");
+        assert_eq!(
+            r.received(2),
+            tagged(&tcp, 0xe00f),
+            "eth_min_inline {eth_min_inline}"
+        );
+        r.ledger
+            .withdraw_recv(r.b.qpn.0, &(3..16).map(|i| 0x100 + i).collect::<Vec<u64>>());
+        check_all(&r.ledger, &r.q.retired);
+    }
 }
 
 // ---------------------------------------------------------------------------

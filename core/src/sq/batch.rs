@@ -11,7 +11,7 @@ use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
     AtomicSeg, Av, Be16, Be32, Be64, CtrlSeg, DataSeg, DqpDct, EthCsFlags, EthSeg, FmCeSe,
     InlineByteCount, InlineSeg, MaskedAtomicSeg64, MaskedCs32Seg, MaskedFa32Seg, MaskedFa64Seg,
-    OpmodIdxOpcode, RaddrSeg, SendOpcode, XrcSeg, ETH_L2_INLINE_HEADER_SIZE,
+    OpmodIdxOpcode, RaddrSeg, SendOpcode, VlanInsert, XrcSeg, ETH_L2_INLINE_HEADER_SIZE,
     ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, EXTENDED_UD_AV, MAX_DS,
     OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, SEND_WQE_BB, SEND_WQE_DS, WQE_CTRL_CQ_UPDATE,
     WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE, WQE_CTRL_SOLICITED,
@@ -198,6 +198,8 @@ pub(super) struct Desc<'x> {
     xrc_srqn: Option<u32>,
     tso_hdr: &'x [u8],
     mss: u16,
+    /// The VLAN tag (TCI) to insert ([`Wr::vlan`]).
+    pub(super) vlan: Option<u16>,
 }
 
 impl Desc<'_> {
@@ -214,6 +216,7 @@ impl Desc<'_> {
             xrc_srqn: None,
             tso_hdr: &[],
             mss: 0,
+            vlan: None,
         }
     }
 }
@@ -244,7 +247,10 @@ pub struct Batch<'q, 'a, P: DoorbellPolicy, Q: QpKind = AnyQp> {
 /// cold fallbacks take and return them by value: the hot path then keeps
 /// them in registers (a `&mut Batch` escaping into an out-of-line call would
 /// pin them in memory, two instructions per field per WQE).
+///
+/// (`repr(C)`, the four counters a new batch zeroes first: one store.)
 #[derive(Debug, Clone, Copy)]
+#[repr(C)]
 pub(super) struct BatchState {
     /// WQEBBs staged.
     pub(super) used: u32,
@@ -252,6 +258,14 @@ pub(super) struct BatchState {
     pub(super) nreq: u32,
     /// Staging index of the last WQE.
     pub(super) last: u32,
+    /// End of the batch's one-SGE credits (`Batch::push_sge`): while `used`
+    /// is below it, a one-WQEBB WQE has room in the ring and the staging
+    /// area, reaches no forced CQE even if unsignalled, and inherits no
+    /// fence. WQEs staged otherwise keep it (they advance `used`, which the
+    /// credits are counted against, by their WQEBBs, and can only reset
+    /// the unsignalled count), except the generic encoder's, which may leave
+    /// a fence to inherit (a local invalidate): it sets it to 0 (no credit).
+    pub(super) credit_end: u32,
     /// WQEBBs since the last WQE that requested a CQE.
     pub(super) unsignaled: u32,
     /// DS of the last WQE.
@@ -278,6 +292,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
             used: 0,
             nreq: 0,
             last: 0,
+            credit_end: 0,
             // (With `sig_all` the value does not matter: every WQE requests
             // a CQE anyway, and the first one resets the count. It stays
             // below the ring size: only the one-call fast path adds to it
@@ -633,6 +648,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                     last_ds,
                     inline,
                     fm_cache,
+                    credit_end: _,
                 },
         } = self;
         if nreq == 0 {
@@ -683,29 +699,50 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         }
         let tso = op == Op::Tso;
         let eth = tso || (qp == QpType::RawPacket && op == Op::Send);
-        // The raw-send inline L2 header, taken from the frame's first bytes.
+        // VLAN insertion (`Wr::vlan`): by the device when the WQE inlines
+        // no header (the VLAN-insert request shares bytes 12..16 of the
+        // Ethernet segment with the header's size, PRM-FACTS §5.7); else in
+        // software, the tag written into the inline header after the MAC
+        // addresses, as DPDK does (`mlx5_tx_eseg_dmin`, `mlx5_tx_eseg_data`).
+        let vlan = if eth { d.vlan } else { None };
         let eth_min = if eth && !tso {
             usize::from(lim.eth_min_inline)
         } else {
             0
         };
+        let sw_tag = match vlan {
+            Some(tci) if tso || eth_min > 0 => Some(vlan_tag(tci)),
+            _ => None,
+        };
+        // The raw-send inline L2 header, taken from the frame's first bytes:
+        // `eth_min` of them, or the Ethernet header alone (14) when the tag
+        // makes up the other 4.
+        let take = if sw_tag.is_some() && !tso {
+            ETH_L2_MIN_HEADER_SIZE
+        } else {
+            eth_min
+        };
         let mut l2 = [0u8; ETH_L2_INLINE_HEADER_SIZE];
-        if eth_min > 0 {
+        if take > 0 {
             let got = match data {
-                Data::Frames(f) => gather(f.iter().map(|p| p.data), &mut l2),
-                Data::Inline(l) => gather(l.iter().copied(), &mut l2),
+                Data::Frames(f) => gather(f.iter().map(|p| p.data), head_of(&mut l2, take)),
+                Data::Inline(l) => gather(l.iter().copied(), head_of(&mut l2, take)),
                 Data::Sges(_) => return Err(PostError::FrameBytesRequired),
                 Data::None => 0,
             };
-            if got < eth_min {
+            if got < take {
                 return Err(PostError::EthHeaderTooShort);
             }
         }
         let eth_hdr: &[u8] = if tso {
             d.tso_hdr
         } else {
-            l2.get(..eth_min).unwrap_or(&[])
+            l2.get(..take).unwrap_or(&[])
         };
+        let eth_hdr_len = eth_hdr.len() + if sw_tag.is_some() { 4 } else { 0 };
+        if tso && eth_hdr_len > usize::from(lim.max_tso_header) {
+            return Err(PostError::TsoHeaderTooLong);
+        }
 
         let mut ds: u32 = 1;
         if xrc {
@@ -718,13 +755,13 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
             }
         }
         if eth {
-            ds += EthSeg::ds_for(eth_hdr.len()) as u32;
+            ds += EthSeg::ds_for(eth_hdr_len) as u32;
         }
         ds += op.op_ds();
 
         // ---- the data -----------------------------------------------------
         let atomic = op.atomic_size();
-        let skip = eth_min;
+        let skip = take;
         let mut inline_len = 0usize;
         let mut is_inline = false;
         match data {
@@ -853,13 +890,26 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                 e.cs_flags = EthCsFlags::from_bits(ETH_WQE_L3_CSUM | ETH_WQE_L4_CSUM);
             }
             e.mss = Be16::new(d.mss);
-            e.inline_hdr_sz = Be16::new(eth_hdr.len() as u16);
+            e.inline_hdr_sz = Be16::new(eth_hdr_len as u16);
             let (first, rest) = eth_hdr.split_at(core::cmp::min(2, eth_hdr.len()));
             if let [a, b] = *first {
                 e.inline_hdr_start = [a, b];
             }
+            if let (Some(tci), None) = (vlan, sw_tag) {
+                // No inline header: the device inserts the tag.
+                e.set_vlan_insert(VlanInsert::new().with_vlan_tci(tci).with_insert(true));
+            }
             w.put(e.as_bytes());
-            w.put(rest);
+            match sw_tag {
+                Some(tag) => {
+                    // The rest of the MAC addresses, the tag, the rest.
+                    let (macs, after) = rest.split_at(core::cmp::min(ETH_ALEN2 - 2, rest.len()));
+                    w.put(macs);
+                    w.put(&tag);
+                    w.put(after);
+                }
+                None => w.put(rest),
+            }
             w.pad16();
         }
         match op {
@@ -983,6 +1033,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                 };
             }
         }
+        self.st.credit_end = 0;
         self.st.last = self.st.used;
         self.st.used += wqebbs;
         self.st.nreq += 1;
@@ -1042,6 +1093,31 @@ impl<'x, P: DoorbellPolicy, Q: QpKind> Wr<'_, 'x, '_, '_, P, Q> {
             return Err(PostError::UnsupportedOp);
         }
         self.d.flags |= F_CSUM;
+        Ok(self)
+    }
+
+    /// Inserts a VLAN tag (C-VLAN, TPID 0x8100, tag control information
+    /// `tci`) after the frame's MAC addresses (DPDK `RTE_MBUF_F_TX_VLAN`):
+    /// raw Ethernet sends and TSO only.
+    ///
+    /// When the WQE inlines no header (a queue with
+    /// [`SqConfig::eth_min_inline`](super::SqConfig::eth_min_inline) 0, not
+    /// TSO), the device inserts it: the Ethernet segment carries the
+    /// VLAN-insert request (`MLX5_ETH_WQE_VLAN_INSERT`, [`VlanInsert`]).
+    /// Otherwise the request cannot be made (it shares its bytes with the
+    /// inline header's size) and the tag is written into the inline header
+    /// instead: 12 bytes of MAC addresses, the tag, then the frame's
+    /// EtherType (a raw send then inlines 14 bytes of the frame, not 18); a
+    /// TSO header grows by 4 bytes and must still fit
+    /// [`SqConfig::max_tso_header`](super::SqConfig::max_tso_header)
+    /// ([`PostError::TsoHeaderTooLong`]). The frame on the wire is the same.
+    #[inline]
+    pub fn vlan(mut self, tci: u16) -> Result<Self, PostError> {
+        if self.batch.sq.qp_type() != QpType::RawPacket || !matches!(self.d.op, Op::Send | Op::Tso)
+        {
+            return Err(PostError::UnsupportedOp);
+        }
+        self.d.vlan = Some(tci);
         Ok(self)
     }
 
@@ -1175,6 +1251,24 @@ fn raddr_seg(d: &Desc<'_>) -> RaddrSeg {
         rkey: Be32::new(d.rkey),
         reserved: Be32::ZERO,
     }
+}
+
+/// Bytes of the two MAC addresses that precede an inserted VLAN tag.
+const ETH_ALEN2: usize = 12;
+/// TPID of an 802.1Q (C-VLAN) tag.
+const ETH_P_8021Q: u16 = 0x8100;
+
+/// The 4 bytes of a C-VLAN tag with `tci`, as they go on the wire.
+fn vlan_tag(tci: u16) -> [u8; 4] {
+    let [t0, t1] = ETH_P_8021Q.to_be_bytes();
+    let [c0, c1] = tci.to_be_bytes();
+    [t0, t1, c0, c1]
+}
+
+/// The first `n` bytes of `buf` (all of it if shorter).
+fn head_of(buf: &mut [u8], n: usize) -> &mut [u8] {
+    let n = core::cmp::min(n, buf.len());
+    buf.split_at_mut(n).0
 }
 
 /// Copies the first bytes of `pieces` into `out`; returns how many it got.

@@ -395,16 +395,74 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
             inline: st.inline | is_inline,
             // A local invalidate never takes a fast path: nothing to inherit.
             fm_cache: 0,
+            // The credits stay valid: this WQE used WQEBBs they counted
+            // (room, staging, unsignalled) and left no fence to inherit.
+            credit_end: st.credit_end,
         };
         Ok(())
     }
 
     /// Stages a one-WQEBB, one-SGE WQE of the one-call API
-    /// ([`Batch::rdma_write_sge`] and friends): [`Batch::push`] with the
-    /// WQE built in registers by [`sge_wqebb`].
+    /// ([`Batch::rdma_write_sge`] and friends), built in registers by
+    /// [`sge_wqebb`].
+    ///
+    /// With a credit in hand (`BatchState::credit_end`) nothing is tested:
+    /// there is room, no forced CQE and no fence to inherit, so `fm_ce_se`
+    /// is the work request's own flag bits plus `sig_all`'s (what
+    /// [`ctrl_flags`] computes then). The first WQE of a batch, and any
+    /// after another kind of WQE, takes `Batch::push_sge_refill`, which
+    /// tests everything and hands out the credits.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(super) fn push_sge(
+        &mut self,
+        wr_id: u64,
+        op: Op,
+        flags: u8,
+        rkey: u32,
+        raddr: u64,
+        sge: Sge,
+    ) -> Result<(), PostError> {
+        let st = self.st;
+        if st.used >= st.credit_end {
+            return self.push_sge_refill(wr_id, op, flags, rkey, raddr, sge);
+        }
+        let sq = &mut *self.sq;
+        // (Cannot fail: the credits never pass the staging area's end.)
+        let Some(slot) = sq.staging.get_mut(st.used as usize) else {
+            return Err(PostError::BatchFull);
+        };
+        let pi = sq.pi.wrapping_add(st.used);
+        let index = wq_counter16(pi);
+        let (ctrl0, ds, remote) = sq.lim.sge_shape(op);
+        let ce = sq.lim.sig_bits | (flags & F_SIGNALED);
+        let ctrl1 = sq.lim.ctrl1_sig | ctrl1_of(flags);
+        *slot = sge_wqebb(ctrl0, index, ctrl1, remote, rkey, raddr, sge);
+        let meta =
+            sq.lim.meta_one | super::SqShadowEntry::meta_of(index, 0, shadow_flags(flags, 0));
+        sq.record_one(
+            (pi & sq.ring.mask()) as usize,
+            super::SqShadowEntry::from_meta(wr_id, meta),
+        );
+        self.st = BatchState {
+            used: st.used + 1,
+            nreq: st.nreq + 1,
+            last: st.used,
+            unsignaled: if ce != 0 { 0 } else { st.unsignaled + 1 },
+            last_ds: ds,
+            ..st
+        };
+        Ok(())
+    }
+
+    /// [`Batch::push_sge`] without a credit: every test (room, a queue
+    /// without SGEs, the staging area, [`ctrl_flags`]: forced CQE and
+    /// inherited fence), then the credits for the next WQEs. (Inline: out
+    /// of line, the batch's counters would live in memory, see
+    /// [`BatchState`].)
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn push_sge_refill(
         &mut self,
         wr_id: u64,
         op: Op,
@@ -433,18 +491,32 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
         let (ctrl0, ds, remote) = sq.lim.sge_shape(op);
         *slot = sge_wqebb(ctrl0, index, ctrl1_of(fm_ce_se), remote, rkey, raddr, sge);
         sq.record(pi, wr_id, index, 1, shadow_flags);
+        let used = st.used + 1;
+        let unsignaled = if shadow_flags & SHADOW_CQE != 0 {
+            0
+        } else {
+            st.unsignaled + 1
+        };
+        // ---- the credits: room in the ring and the staging area, WQEBBs
+        //      before a forced CQE (`unsignaled < force_at` now) ------------
+        let room = sq
+            .post_limit
+            .saturating_sub(in_flight(pi.wrapping_add(1), sq.ci));
+        let staging = (sq.staging.len() as u32).saturating_sub(used);
+        let unforced = if sq.lim.sig_bits != 0 {
+            u32::MAX
+        } else {
+            (sq.lim.force_at - 1).saturating_sub(unsignaled)
+        };
         self.st = BatchState {
-            used: st.used + 1,
+            used,
             nreq: st.nreq + 1,
             last: st.used,
-            unsignaled: if shadow_flags & SHADOW_CQE != 0 {
-                0
-            } else {
-                st.unsignaled + 1
-            },
+            unsignaled,
             last_ds: ds,
             inline: st.inline,
             fm_cache: 0,
+            credit_end: used + core::cmp::min(core::cmp::min(room, staging), unforced),
         };
         Ok(())
     }
@@ -546,6 +618,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
         let lim = &self.sq.lim;
         if self.sq.qp_type() != QpType::RawPacket
             || d.op != Op::Send
+            || d.vlan.is_some()
             || usize::from(lim.eth_min_inline) != HDR
             || lim.max_sge == 0
         {

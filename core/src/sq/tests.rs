@@ -493,6 +493,167 @@ fn raw_ethernet_header_and_sge_advance() {
     assert_eq!(be32(&r, 52), 3);
 }
 
+/// VLAN insertion (`Wr::vlan`): the Ethernet segment's VLAN-insert
+/// request when the WQE inlines no header, else the tag written into the
+/// inline header (raw send: 14 bytes of the frame plus the tag; TSO: the
+/// header grows by 4); refused off raw Ethernet sends and TSO.
+#[test]
+fn vlan_insertion_bytes() {
+    // No inline header required: the device inserts the tag.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut c = cfg(QpType::RawPacket);
+    c.eth_min_inline = 0;
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let mut b = sq.start();
+    b.send(1)
+        .unwrap()
+        .vlan(0xa123)
+        .unwrap()
+        .ip_csum()
+        .unwrap()
+        .frame(7, 0x1000, &FRAME)
+        .unwrap();
+    b.send(2)
+        .unwrap()
+        .vlan(0x0005)
+        .unwrap()
+        .sge(8, 0x2000, 60)
+        .unwrap();
+    b.complete();
+    let r = mem.ring();
+    for (w, lkey, addr, len) in [(0usize, 7u32, 0x1000u64, 64u32), (64, 8, 0x2000, 60)] {
+        assert_eq!(opcode_of(&r, w / 64), 0x0a);
+        assert_eq!(ds_of(&r, w / 64), 3); // ctrl | Ethernet segment | data
+                                          // Bytes 12..16 of the Ethernet segment: INSERT_VLAN (bit 31) | TCI,
+                                          // no inline header.
+        let tci = if w == 0 { 0xa123 } else { 0x0005 };
+        assert_eq!(be32(&r, w + 28), 0x8000_0000 | tci);
+        assert_eq!(be32(&r, w + 32), len);
+        assert_eq!(be32(&r, w + 36), lkey);
+        assert_eq!(&r[w + 40..w + 48], &addr.to_be_bytes());
+        assert_eq!(&r[w + 48..w + 64], &[0; 16]);
+    }
+    assert_eq!(r[20], 0xc0); // the checksum request is kept
+    assert_eq!(r[64 + 20], 0);
+    let first = r[..128].to_vec();
+
+    // An 18-byte inline header required: the tag goes into it.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::RawPacket));
+    let mut b = sq.start();
+    b.send(1)
+        .unwrap()
+        .vlan(0xa123)
+        .unwrap()
+        .frame(7, 0x1000, &FRAME)
+        .unwrap();
+    // A frame in pieces, and inline: the same header.
+    b.send(2)
+        .unwrap()
+        .vlan(0xa123)
+        .unwrap()
+        .frame_list(&[
+            FrameSge::with_addr(1, 0x1000, &FRAME[..13]),
+            FrameSge::with_addr(2, 0x2000, &FRAME[13..64]),
+        ])
+        .unwrap();
+    b.send(3)
+        .unwrap()
+        .vlan(0xa123)
+        .unwrap()
+        .inline_data(&FRAME[..20])
+        .unwrap();
+    assert_eq!(
+        b.send(4)
+            .unwrap()
+            .vlan(1)
+            .unwrap()
+            .frame(1, 2, &FRAME[..13]),
+        Err(PostError::EthHeaderTooShort)
+    );
+    b.complete();
+    let r = mem.ring();
+    let mut hdr = FRAME[..12].to_vec();
+    hdr.extend_from_slice(&[0x81, 0x00, 0xa1, 0x23]);
+    hdr.extend_from_slice(&FRAME[12..14]);
+    for w in [0usize, 64, 128] {
+        assert_eq!(&r[w + 28..w + 30], &[0, 18], "WQE {w}: inline_hdr_sz");
+        assert_eq!(&r[w + 30..w + 48], &hdr[..], "WQE {w}: header with the tag");
+    }
+    assert_eq!(ds_of(&r, 0), 4);
+    // The pointer segment starts past the 14 bytes the header took.
+    assert_eq!(be32(&r, 48), 50);
+    assert_eq!(be32(&r, 52), 7);
+    assert_eq!(&r[56..64], &(0x1000u64 + 14).to_be_bytes());
+    // Pieces: the first (13 bytes) is all header, the second loses 1.
+    assert_eq!(ds_of(&r, 1), 4);
+    assert_eq!(be32(&r, 64 + 48), 50);
+    assert_eq!(be32(&r, 64 + 52), 2);
+    assert_eq!(&r[64 + 56..128], &(0x2000u64 + 1).to_be_bytes());
+    // Inline: 6 bytes after the 14 of the header.
+    assert_eq!(be32(&r, 128 + 48), 0x8000_0006);
+    assert_eq!(&r[128 + 52..128 + 58], &FRAME[14..20]);
+    assert_ne!(r[..64], first[..64]);
+
+    // TSO: the header grows by the tag and must still fit.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut c = cfg(QpType::RawPacket);
+    c.max_tso_header = 58;
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let hdr54: Vec<u8> = (0..54u8).collect();
+    let hdr55: Vec<u8> = (0..55u8).collect();
+    let mut b = sq.start();
+    b.tso(1, &hdr54, 1000)
+        .unwrap()
+        .vlan(0x0fff)
+        .unwrap()
+        .sge(3, 0x3000, 4000)
+        .unwrap();
+    assert_eq!(
+        b.tso(2, &hdr55, 1000)
+            .unwrap()
+            .vlan(1)
+            .unwrap()
+            .sge(3, 0x3000, 4000),
+        Err(PostError::TsoHeaderTooLong)
+    );
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(opcode_of(&r, 0), 0x0e);
+    assert_eq!(&r[28..30], &[0, 58]);
+    let mut want = hdr54[..12].to_vec();
+    want.extend_from_slice(&[0x81, 0x00, 0x0f, 0xff]);
+    want.extend_from_slice(&hdr54[12..]);
+    assert_eq!(&r[30..88], &want[..]);
+    assert_eq!(ds_of(&r, 0), 1 + 5 + 1); // Ethernet segment: 14 + 56 bytes = 5 DS
+    assert_eq!(be32(&r, 96), 4000);
+
+    // Only raw Ethernet sends and TSO.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::RawPacket));
+    let mut b = sq.start();
+    assert_eq!(
+        b.nop(1).unwrap().vlan(1).err(),
+        Some(PostError::UnsupportedOp)
+    );
+    drop(b);
+    for qp in [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Xrc] {
+        let mem = Mem::new(16);
+        let mut lent = Lent::new(16);
+        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(qp));
+        let mut b = sq.start();
+        assert_eq!(
+            b.send(1).unwrap().vlan(1).err(),
+            Some(PostError::UnsupportedOp),
+            "{qp:?}"
+        );
+    }
+}
+
 #[test]
 fn ud_and_tso() {
     let mem = Mem::new(64);
@@ -1286,6 +1447,143 @@ fn one_call_batches_match_the_builder() {
     assert!(run(true) == run(false));
 }
 
+/// One-call work requests with the batch's credits (`Batch::push_sge`)
+/// match the builder when they are mixed, in one batch, with the builder's
+/// fast and generic paths (inline sends, local invalidates and their
+/// inherited fence, zero-length SGEs), carry flags, meet forced CQEs, fill
+/// the ring or the staging area, and when batches are aborted.
+#[test]
+fn one_call_batches_mixed_with_the_builder_match() {
+    // (ring, staging, sig_all, signal_every)
+    let cases: &[(usize, usize, bool, u32)] = if cfg!(miri) {
+        &[(16, 16, false, 3)]
+    } else {
+        &[
+            (16, 16, false, 5),
+            (16, 16, false, 3),
+            (64, 16, false, 0),
+            (32, 32, true, 7),
+            (16, 16, false, 1),
+        ]
+    };
+    // (Queue full, batch full: seen.)
+    let mut full = (false, false);
+    for &(ring, staging, sig_all, signal_every) in cases {
+        let run = |one_call: bool| {
+            let mem = Mem::new(ring);
+            let mut lent = Lent {
+                shadow: vec![SqShadowEntry::EMPTY; ring],
+                staging: vec![Wqebb::ZERO; staging],
+            };
+            let mut c = cfg(QpType::Rc);
+            c.sig_all = sig_all;
+            c.signal_every = signal_every;
+            c.start_pi = 0xfffa;
+            let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
+            let mut out = Vec::new();
+            for round in 0..40u64 {
+                let mut b = sq.start();
+                for k in 0..(round % 23) {
+                    let i = round * 32 + k;
+                    let r = match i % 13 {
+                        0 => b.local_inv(i, 0x77).and_then(|w| w.post()),
+                        6 => b.send(i).and_then(|w| w.inline_data(b"inline")),
+                        _ => {
+                            let mut f = SendFlags::NONE;
+                            if i % 4 == 1 {
+                                f = f | SendFlags::SIGNALED;
+                            }
+                            if i % 10 == 3 {
+                                f = f | SendFlags::FENCE;
+                            }
+                            if i % 6 == 2 {
+                                f = f | SendFlags::SOLICITED;
+                            }
+                            let len = if i % 11 == 7 { 0 } else { 1 + i as u32 % 200 };
+                            let sge = Sge::new(9, 0x1000 * i, len);
+                            let (rkey, raddr) = (0xab00_0055, 0x8000 + i);
+                            if one_call {
+                                match i % 3 {
+                                    0 => b.rdma_write_sge(i, rkey, raddr, sge, f),
+                                    1 => b.rdma_read_sge(i, rkey, raddr, sge, f),
+                                    _ => b.send_sge(i, sge, f),
+                                }
+                            } else {
+                                match i % 3 {
+                                    0 => b.rdma_write(i, rkey, raddr),
+                                    1 => b.rdma_read(i, rkey, raddr),
+                                    _ => b.send(i),
+                                }
+                                .map(|w| w.signaled_if(f.contains(SendFlags::SIGNALED)))
+                                .map(|w| {
+                                    if f.contains(SendFlags::FENCE) {
+                                        w.fence()
+                                    } else {
+                                        w
+                                    }
+                                })
+                                .map(|w| {
+                                    if f.contains(SendFlags::SOLICITED) {
+                                        w.solicited()
+                                    } else {
+                                        w
+                                    }
+                                })
+                                .and_then(|w| w.sge_list(&[sge]))
+                            }
+                        }
+                    };
+                    out.push(r);
+                }
+                if round % 7 == 5 {
+                    b.abort();
+                } else {
+                    out.push(Ok(()));
+                    b.complete();
+                }
+                out.push(if sq.fm_cache() == 0 {
+                    Ok(())
+                } else {
+                    Err(PostError::UnsupportedOp)
+                });
+                // Retire up to the newest signalled WQE now and then.
+                if round % 4 == 3 {
+                    let newest = (0..sq.outstanding())
+                        .rev()
+                        .map(|d| sq.consumer().wrapping_add(d))
+                        .find(|&at| {
+                            sq.shadow((at % ring as u32) as usize)
+                                .is_some_and(|e| e.wqebbs() != 0 && e.cqe_requested())
+                        });
+                    if let Some(at) = newest {
+                        sq.retire(at as u16).unwrap();
+                    }
+                }
+            }
+            let shadow: Vec<_> = (0..sq.outstanding())
+                .map(|d| {
+                    *sq.shadow((sq.consumer().wrapping_add(d) % ring as u32) as usize)
+                        .unwrap()
+                })
+                .collect();
+            (out, sq.producer(), sq.bf_offset(), mem.snapshot(), shadow)
+        };
+        let builder = run(false);
+        assert!(
+            builder.0.iter().filter(|r| r.is_ok()).count() > 100,
+            "vacuous: {:?}",
+            builder.0
+        );
+        full.0 |= builder.0.contains(&Err(PostError::QueueFull));
+        full.1 |= builder.0.contains(&Err(PostError::BatchFull));
+        assert!(
+            run(true) == builder,
+            "ring {ring}, staging {staging}, sig_all {sig_all}, signal_every {signal_every}"
+        );
+    }
+    assert!(full == (true, true) || cfg!(miri), "vacuous: {full:?}");
+}
+
 /// `SharedBlueFlame`: 8-byte doorbells and BlueFlame copies alternate
 /// halves; a WQE that does not fit writes nothing and does not toggle.
 #[test]
@@ -1427,7 +1725,7 @@ fn list_posts_match_the_builder() {
         for max_sge in [0u32, 4] {
             for sig_all in [false, true] {
                 for &signal_every in everys {
-                    let run = |list: bool| {
+                    let run = |list: bool, vec: bool| {
                         let mem = Mem::new(16);
                         let mut lent = Lent::new(16);
                         let mut c = cfg(qp);
@@ -1436,6 +1734,7 @@ fn list_posts_match_the_builder() {
                         c.signal_every = signal_every;
                         c.start_pi = 0xfff5; // the 16-bit counter wraps too
                         let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
+                        set_vector(&mut sq, vec);
                         let mut out = Vec::new();
                         for round in 0..rounds {
                             if round % 6 == 2 {
@@ -1506,14 +1805,17 @@ fn list_posts_match_the_builder() {
                             .collect();
                         (out, shadow)
                     };
-                    let builder = run(false);
+                    let builder = run(false, false);
                     if builder.0.iter().any(|(r, ..)| r.is_ok()) && matches!(qp, Rc | Uc) {
                         direct_ok += 1;
                     }
-                    assert!(
-                        run(true) == builder,
-                        "{qp:?}, max_sge {max_sge}, sig_all {sig_all}, signal_every {signal_every}"
-                    );
+                    for vec in vector_paths() {
+                        assert!(
+                            run(true, vec) == builder,
+                            "{qp:?}, max_sge {max_sge}, sig_all {sig_all}, \
+                             signal_every {signal_every}, vector {vec}"
+                        );
+                    }
                 }
             }
         }
@@ -1614,36 +1916,117 @@ fn failed_list_posts_leave_everything_untouched() {
 
 /// A list writes what one-call posts of its elements, one after the
 /// other, write into the ring and the shadow; only the doorbell differs
-/// (one for the list, written after its last WQE).
+/// (one for the list, written after its last WQE). Lists that wrap the ring
+/// end, cross a multiple of 256 WQEBBs (the WQE index's low byte carries),
+/// meet several forced CQEs, and signalled or zero-length elements, with
+/// and without AVX2.
 #[test]
 fn list_equals_one_call_posts_in_the_ring() {
-    let run = |list: bool| {
-        let mem = Mem::new(64);
-        let mut lent = Lent::new(64);
-        let mut c = cfg(QpType::Rc);
-        c.signal_every = 10;
-        c.start_pi = 50;
-        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
-        let wrs: Vec<RdmaWr> = (0..40u64)
-            .map(|i| {
-                let f = if i % 13 == 12 {
-                    SendFlags::SIGNALED
+    // (ring, start_pi, signal_every, list length)
+    let cases: &[(usize, u32, u32, u64)] = if cfg!(miri) {
+        &[(64, 50, 10, 40), (512, 0x1_00f0, 0, 40)]
+    } else {
+        &[
+            (64, 50, 10, 40),
+            (64, 0, 0, 64),
+            (64, 63, 3, 33),
+            (512, 0x1_00f0, 0, 40),
+            (512, 0xffe0, 100, 300),
+            (1024, 0x3f0, 7, 512),
+        ]
+    };
+    for &(n_ring, start_pi, signal_every, n) in cases {
+        for zero_len in [false, true] {
+            let run = |list: bool, vec: bool| {
+                let mem = Mem::new(n_ring);
+                let mut lent = Lent::new(n_ring);
+                let mut c = cfg(QpType::Rc);
+                c.signal_every = signal_every;
+                c.start_pi = start_pi;
+                let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+                set_vector(&mut sq, vec);
+                let wrs: Vec<RdmaWr> = (0..n)
+                    .map(|i| {
+                        let f = if i % 13 == 12 {
+                            SendFlags::SIGNALED
+                        } else {
+                            SendFlags::NONE
+                        };
+                        let len = if zero_len && i % 17 == 5 {
+                            0
+                        } else {
+                            64 + i as u32
+                        };
+                        RdmaWr::new(
+                            i,
+                            0xab00_0007 + i as u32,
+                            0x9000_0000_0000 + i,
+                            Sge::new(8, 0x100 * i, len),
+                            f,
+                        )
+                    })
+                    .collect();
+                if list {
+                    sq.post_rdma_write_list(&wrs).unwrap();
                 } else {
-                    SendFlags::NONE
-                };
-                RdmaWr::new(i, 7, 0x9000 + i, Sge::new(8, 0x100 * i, 64 + i as u32), f)
-            })
-            .collect();
-        if list {
-            sq.post_rdma_write_list(&wrs).unwrap();
-        } else {
-            for w in &wrs {
-                sq.post_rdma_write(w.wr_id, w.rkey, w.remote_addr, w.sge, w.flags)
-                    .unwrap();
+                    for w in &wrs {
+                        sq.post_rdma_write(w.wr_id, w.rkey, w.remote_addr, w.sge, w.flags)
+                            .unwrap();
+                    }
+                }
+                let shadow: Vec<_> = (0..n_ring).map(|s| *sq.shadow(s).unwrap()).collect();
+                (
+                    mem.ring(),
+                    mem.dbrec(),
+                    shadow,
+                    sq.producer(),
+                    sq.unsignaled(),
+                )
+            };
+            let one_by_one = run(false, false);
+            for vec in vector_paths() {
+                assert!(
+                    run(true, vec) == one_by_one,
+                    "ring {n_ring}, start {start_pi:#x}, signal_every {signal_every}, \
+                     {n} WRs, zero-length {zero_len}, vector {vec}"
+                );
             }
         }
-        let shadow: Vec<_> = (0..64).map(|s| *sq.shadow(s).unwrap()).collect();
-        (mem.ring(), mem.dbrec(), shadow, sq.producer())
-    };
-    assert!(run(true) == run(false));
+    }
+}
+
+/// The vector paths the list tests run: scalar always, and AVX2 when the
+/// CPU has it (under Miri only when the crate is compiled with it).
+fn vector_paths() -> Vec<bool> {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    let has_avx2 = avx2().is_some();
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom))))]
+    let has_avx2 = false;
+    if has_avx2 {
+        vec![false, true]
+    } else {
+        vec![false]
+    }
+}
+
+/// The AVX2 proof, if this CPU has AVX2.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+fn avx2() -> Option<crate::cq::zip_x86::Avx2> {
+    use crate::cq::zip_x86::Avx2;
+    if Avx2::compile_time().is_some() {
+        return Avx2::compile_time();
+    }
+    if cfg!(miri) || !std::is_x86_feature_detected!("avx2") {
+        return None;
+    }
+    // SAFETY: the CPU running the test has AVX2 (just detected).
+    Some(unsafe { Avx2::new_unchecked() })
+}
+
+/// Lets the list posts of `sq` use AVX2 (`vec`, when the CPU has it) or not.
+fn set_vector<P: DoorbellPolicy, Q: QpKind>(sq: &mut SendQueue<'_, P, Q>, vec: bool) {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    sq.set_avx2(if vec { avx2() } else { None });
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom))))]
+    let _ = (sq, vec);
 }
