@@ -4,16 +4,19 @@
 //! looped back by a steering rule to a raw QP's cyclic RQ and checked
 //! byte-exact; one CQE per session (CqePolicy::EverySessions(1)); checksum
 //! offload verified with RFC 1071 here; the 64-WQEBB ring wraps inside
-//! sessions. Malformed sessions (a DS count cut inside an inline segment,
-//! an inline length past the WQE, a title-only session) are rejected with
-//! the emulator's error CQE: LOCAL_QP_OP_ERR with vendor syndrome 0xe1
-//! (bad DS) or 0xe5 (bad segment).
+//! sessions; bursts of minimum-size frames take the burst path's loop
+//! (inline, pointer-only, one WQE per packet). Malformed sessions (a DS
+//! count cut inside an inline segment, an inline length past the WQE, a
+//! title-only session) are rejected with the emulator's error CQE:
+//! LOCAL_QP_OP_ERR with vendor syndrome 0xe1 (bad DS) or 0xe5 (bad
+//! segment).
 
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use mlx5dp::prm::{CqeOpcode, Syndrome, WcStatus};
 use mlx5dp::rq::{Rq, Sge as RSge};
 use mlx5dp::sq::mpw::{
-    CqePolicy, Empw, LegacyMpw, Packet, PacketBuf, SingleWqe, TxConfig, TxMode, TxQueue,
+    CloseReason, CqePolicy, Empw, LegacyMpw, Packet, PacketBuf, SingleWqe, TxConfig, TxMode,
+    TxQueue, TxStats,
 };
 use mlx5dp::sq::{AnyQp, DoorbellOnly, FrameSge};
 use mlx5dp_setup::backend::{Backend, Buffer, EmuBackend, QpHandle};
@@ -339,6 +342,54 @@ fn single_wqe_fallback_delivered() {
     for be in backends() {
         run_rounds::<SingleWqe>(be, every_session(), false);
     }
+}
+
+/// Bursts of 32 minimum-size frames (42..=64 bytes, now and then a longer
+/// one): the burst path's common case. Inline, sessions close on the DS
+/// limit inside the burst loop and the 64-WQEBB ring wraps inside them; a
+/// checksum change in mid-burst closes a session for its offload values;
+/// on a queue that never inlines, every frame goes by pointer; one WQE per
+/// packet, each SEND built in one piece. Every frame is delivered
+/// byte-exact, one CQE per WQE.
+#[test]
+fn small_frame_bursts_delivered() {
+    let lens = [64, 60, 42, 64, 50, 64, 63, 64, 64, 128];
+    let ptr_only = TxConfig {
+        inline_max: 0,
+        ..every_session()
+    };
+    for be in backends() {
+        let st = small_rounds::<Empw>(be, every_session(), &lens);
+        assert!(st.closes[CloseReason::DsLimit as usize] > 0, "{st:?}");
+        assert!(
+            st.closes[CloseReason::OffloadMismatch as usize] > 0,
+            "{st:?}"
+        );
+    }
+    for be in backends() {
+        // One session per burst, two when the offload values change.
+        let st = small_rounds::<Empw>(be, ptr_only, &lens);
+        assert_eq!(st.sessions, 13, "{st:?}");
+    }
+    for be in backends() {
+        let st = small_rounds::<SingleWqe>(be, every_session(), &lens);
+        assert_eq!(st.sessions, 0);
+    }
+}
+
+/// Ten bursts of 32 frames of `lens` (rotated), the second half of every
+/// third one with checksum offload; returns the queue's counters.
+fn small_rounds<M: TxMode>(be: EmuBackend, cfg: TxConfig, lens: &[usize]) -> TxStats {
+    let mut r = rig::<M>(be, cfg);
+    for k in 0..10u64 {
+        let n = 32;
+        let fr: Vec<Vec<u8>> = (0..n)
+            .map(|i| frame(k * 100 + i as u64, lens[(i + k as usize) % lens.len()]))
+            .collect();
+        let csum: Vec<bool> = (0..n).map(|i| k % 3 == 2 && i >= n / 2).collect();
+        round(&mut r, &fr, &vec![false; n], &csum);
+    }
+    *r.q.txq.stats()
 }
 
 // ---------------------------------------------------------------------------

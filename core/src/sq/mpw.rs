@@ -8,12 +8,14 @@
 //!
 //! A [`TxQueue`] is built by *consuming* a [`SendQueue`] of a raw Ethernet QP
 //! ([`TxQueue::new`]): the ring, the doorbell (with its barrier sequence and
-//! the [`DoorbellPolicy`]), the per-WQEBB shadow and the staging area are the
-//! send queue's own, so this module adds no `unsafe` and no second copy of
-//! the doorbell code. It is a child module of `sq` for that reason only: it
-//! reads the send queue's private parts (ring, counters, shadow, staging,
-//! doorbell) and uses [`SendQueue::retire`] for completion checking; it does
-//! not change `sq`'s own posting API.
+//! the [`DoorbellPolicy`]) and the per-WQEBB shadow are the send queue's
+//! own, so this module adds no `unsafe` and no second copy of the doorbell
+//! code. It is a child module of `sq` for that reason only: it reads the
+//! send queue's private parts (ring, counters, shadow, doorbell) and uses
+//! [`SendQueue::retire`] for completion checking; it does not change `sq`'s
+//! own posting API. The staging area is the Tx queue's own: one largest
+//! WQE plus the slack that lets the burst path write fixed-size pieces
+//! without a bounds test.
 //!
 //! # Sessions
 //!
@@ -23,7 +25,8 @@
 //! session shares), then one descriptor per packet: a pointer [`DataSeg`],
 //! or an inline segment (length with the inline bit, the frame, padded to
 //! 16 bytes) for frames up to [`TxConfig::inline_max`]. The two mix freely.
-//! A legacy MPW session (opcode TSO, opmod [`OPC_MOD_MPW`]) carries packets
+//! A legacy MPW session (opcode TSO, opmod
+//! [`OPC_MOD_MPW`](crate::prm::OPC_MOD_MPW)) carries packets
 //! of one length (in the Ethernet segment's `mss`), at most
 //! [`mpw::MPW_MAX_PACKETS`], and is either all pointers or one inline
 //! segment holding the concatenated frames.
@@ -53,12 +56,25 @@
 //!
 //! # Ring writes and aborts
 //!
-//! A session is built in the send queue's staging area and copied into the
-//! ring (wrapping at its end) when it closes, past the producer index; only
+//! A session is built in the queue's own staging area ([`TxQueue`] holds
+//! one largest WQE plus some slack) and copied into the ring (wrapping at
+//! its end) when it closes, past the producer index; only
 //! [`TxBatch::complete`] moves the producer index and rings the doorbell
 //! (one doorbell record write and one register write per burst). Dropping a
 //! batch unpublished discards its packets: ring bytes past the producer
 //! index may have changed, which the device never reads.
+//!
+//! # The burst path
+//!
+//! [`TxQueue::tx_burst`] ([`TxBatch::push_burst`]) builds the WQEs that
+//! [`TxBatch::push`] builds packet by packet, with the common case in a
+//! tight loop (`burst.rs`): on an eMPW queue, packets with one segment and
+//! the session's offload values are appended with one test per limit and
+//! fixed-size copies, sessions closed and reopened inside the loop; on a
+//! one-WQE-per-packet queue, each plain frame's SEND WQE is built as one
+//! 64-byte value and written straight into the ring. Every other packet
+//! takes `push`. Both paths write the same bytes
+//! (`tests::burst_path_matches_push`).
 //!
 //! Panic policy: nothing here panics on user data; refusals are [`TxError`].
 //!
@@ -77,12 +93,91 @@ use super::{QpType, RetireError, SendQueue, SqShadowEntry, Wqebb, SHADOW_CQE, SH
 use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
     mpw, Be16, Be32, Be64, CompletionMode, CtrlSeg, DataSeg, EthCsFlags, EthSeg, FmCeSe,
-    InlineByteCount, OpmodIdxOpcode, SendOpcode, SwpFlags, VlanInsert, ETH_L2_INLINE_HEADER_SIZE,
-    ETH_L2_MIN_HEADER_SIZE, MAX_DS, OPC_MOD_MPW, SEND_WQE_BB, SEND_WQE_DS, SEND_WQE_MAX_WQEBBS,
+    InlineByteCount, SwpFlags, VlanInsert, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE,
+    MAX_DS, SEND_WQE_BB, SEND_WQE_DS,
 };
+
+mod burst;
 
 /// Byte offset of `fm_ce_se` in the control segment.
 const CTRL_FM_CE_SE: usize = 11;
+
+/// WQEBBs of a queue's staging area: one largest WQE (63 DS, 1008 bytes)
+/// plus the slack the fixed-size writes need (a write of up to 96 bytes at
+/// any offset below 1024, [`STAGE_MASK`]).
+const STAGE_BBS: usize = 18;
+/// Bytes of the staging area.
+const STAGE_BYTES: usize = STAGE_BBS * SEND_WQE_BB;
+/// Offsets into the staging area are ANDed with this (a no-op: every WQE
+/// ends by byte 1008) so that a fixed-size write of up to
+/// `STAGE_BYTES - STAGE_MASK - 1` bytes needs no bounds test.
+const STAGE_MASK: usize = 1023;
+const _: () = assert!(MAX_DS as usize * SEND_WQE_DS <= STAGE_MASK + 1);
+const _: () = assert!(STAGE_MASK + 1 + 96 <= STAGE_BYTES);
+
+/// The staging area: the WQE being built (a session, or a single-packet
+/// WQE) starts at byte 0.
+#[repr(C, align(64))]
+struct Stage([u8; STAGE_BYTES]);
+
+impl core::fmt::Debug for Stage {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Stage")
+    }
+}
+
+/// Positions of the control-segment fields the session close writes,
+/// read from the `prm` declarations at compile time (the generated
+/// accessors are not `#[inline]`, and this code is compiled in the crate
+/// that posts).
+mod ctrl_bits {
+    use crate::prm::{FmCeSe, OpmodIdxOpcode, QpnDs, SendOpcode, OPC_MOD_MPW};
+
+    /// Position of `wqe_index` in `opmod_idx_opcode` (host order).
+    pub(super) const WQE_INDEX_SHIFT: u32 = OpmodIdxOpcode::new()
+        .with_wqe_index(1)
+        .into_bits()
+        .get()
+        .trailing_zeros();
+    /// Position of `ds` in `qpn_ds` (host order).
+    pub(super) const DS_SHIFT: u32 = QpnDs::new().with_ds(1).into_bits().get().trailing_zeros();
+    /// Position of `ce` in `fm_ce_se`.
+    pub(super) const CE_SHIFT: u32 = FmCeSe::new().with_ce(1).into_bits().trailing_zeros();
+    /// `opmod_idx_opcode` of an eMPW session with WQE index 0.
+    pub(super) const EMPW: u32 = OpmodIdxOpcode::new()
+        .with_opcode(SendOpcode::EnhancedMpsw.raw())
+        .into_bits()
+        .get();
+    /// `opmod_idx_opcode` of a legacy MPW session with WQE index 0.
+    pub(super) const MPW: u32 = OpmodIdxOpcode::new()
+        .with_opcode(SendOpcode::Tso.raw())
+        .with_opmod(OPC_MOD_MPW)
+        .into_bits()
+        .get();
+    /// `opmod_idx_opcode` of a SEND with WQE index 0.
+    pub(super) const SEND: u32 = OpmodIdxOpcode::new()
+        .with_opcode(SendOpcode::Send.raw())
+        .into_bits()
+        .get();
+    /// `opmod_idx_opcode` of a TSO WQE with WQE index 0.
+    pub(super) const TSO: u32 = OpmodIdxOpcode::new()
+        .with_opcode(SendOpcode::Tso.raw())
+        .into_bits()
+        .get();
+}
+
+/// The inline bit of an inline segment header (host order).
+const INLINE_BIT: u32 = InlineByteCount::new().with_inline(true).into_bits().get();
+const _: () = assert!(
+    InlineByteCount::new().with_byte_count(1).into_bits().get() == 1,
+    "the byte count is the low bits"
+);
+
+/// The 4-byte header of an inline segment of `n` bytes (`n < 2^31`).
+#[inline(always)]
+fn inline_header(n: u32) -> [u8; 4] {
+    (n | INLINE_BIT).to_be_bytes()
+}
 
 // ---------------------------------------------------------------------------
 // Mode markers
@@ -269,20 +364,34 @@ pub enum PacketBuf<'d> {
 }
 
 /// Offload values a session shares (its Ethernet segment).
+///
+/// `repr(C)`, metadata and parser offsets first: the burst path compares a
+/// packet's values with the session's as one 8-byte and one 2-byte word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct TxOffload {
-    /// Checksum offload flags.
-    pub cs_flags: EthCsFlags,
+    /// Tx metadata for steering.
+    pub metadata: u32,
     /// Software-parser offsets in 2-byte units: outer L4, outer L3, inner
     /// L4, inner L3 (Ethernet segment bytes 0–3).
     pub swp_offsets: [u8; 4],
+    /// Checksum offload flags.
+    pub cs_flags: EthCsFlags,
     /// Software-parser header kinds.
     pub swp_flags: SwpFlags,
-    /// Tx metadata for steering.
-    pub metadata: u32,
 }
 
 impl TxOffload {
+    /// The values as two words (equal words, equal values): metadata and
+    /// parser offsets, the two flag bytes. With the `repr(C)` layout each
+    /// is one load.
+    #[inline(always)]
+    fn words(&self) -> (u64, u16) {
+        let lo = u64::from(self.metadata) | (u64::from(u32::from_le_bytes(self.swp_offsets)) << 32);
+        let hi = u16::from_le_bytes([self.cs_flags.into_bits(), self.swp_flags.into_bits()]);
+        (lo, hi)
+    }
+
     /// No offload.
     pub const NONE: Self = Self {
         cs_flags: EthCsFlags::new(),
@@ -505,6 +614,19 @@ pub struct TxQueue<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     done: Pending,
     cfg: TxConfig,
     stats: TxStats,
+    /// The longest frame a session inlines ([`inline_limit`]).
+    inline_lim: u32,
+    /// `fm_ce_se` of a WQE that requests no CQE.
+    fm_unsignaled: u8,
+    /// The drain guarantee: a CQE once this many WQEBBs (half the ring) or
+    /// packets (half the id ring) went unsignalled.
+    drain_wqebbs: u32,
+    drain_pkts: u32,
+    /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs; 0 for
+    /// [`CqePolicy::BurstEnd`].
+    every: u32,
+    /// The WQE being built.
+    stage: Stage,
     _mode: PhantomData<M>,
 }
 
@@ -533,6 +655,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             pi: sq.pi,
             ..Pending::default()
         };
+        let drain_wqebbs = sq.size.entries() / 2;
+        let drain_pkts = (ids.len() / 2) as u32;
         Ok(Self {
             sq,
             ids,
@@ -540,6 +664,12 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             done,
             cfg,
             stats: TxStats::default(),
+            inline_lim: inline_limit(&cfg),
+            fm_unsignaled: FmCeSe::new().with_ce(cfg.unsignaled_ce.raw()).into_bits(),
+            drain_wqebbs,
+            drain_pkts,
+            every: every_of(cfg.cqe),
+            stage: Stage([0; STAGE_BYTES]),
             _mode: PhantomData,
         })
     }
@@ -568,6 +698,18 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// CQE per session for one burst); the drain guarantee still applies.
     pub fn set_cqe_policy(&mut self, cqe: CqePolicy) {
         self.cfg.cqe = cqe;
+        self.every = every_of(cqe);
+    }
+
+    /// The signalling constants.
+    #[inline(always)]
+    fn signal(&self) -> Signal {
+        Signal {
+            drain_wqebbs: self.drain_wqebbs,
+            drain_pkts: self.drain_pkts,
+            every: self.every,
+            fm_unsignaled: self.fm_unsignaled,
+        }
     }
 
     /// Packets posted and not yet retired.
@@ -593,13 +735,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// returns how many were queued (DPDK `rte_eth_tx_burst`).
     pub fn tx_burst(&mut self, pkts: &[Packet<'_>]) -> usize {
         let mut b = self.start();
-        let mut n = 0;
-        for p in pkts {
-            if b.push(p).is_err() {
-                break;
-            }
-            n += 1;
-        }
+        let n = b.push_burst(pkts);
         b.complete();
         n
     }
@@ -670,15 +806,6 @@ pub struct TxBatch<'q, 'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     last: Option<(u32, u32, u32)>,
 }
 
-/// The staging area as bytes (one largest WQE).
-fn stage(staging: &mut [Wqebb]) -> &mut [u8] {
-    let n = core::cmp::min(staging.len(), SEND_WQE_MAX_WQEBBS);
-    staging
-        .get_mut(..n)
-        .map(IntoBytes::as_mut_bytes)
-        .unwrap_or_default()
-}
-
 /// Writes `src` at `at` in `buf`, if it fits (it always does: every caller
 /// checked the DS count against the staging size first). Inlined, so that
 /// fixed-size sources (segments, padding) become plain stores, not calls.
@@ -690,9 +817,46 @@ fn put(buf: &mut [u8], at: usize, src: &[u8]) {
 }
 
 /// Zeroes `buf[from..to]`.
+#[inline]
 fn zero(buf: &mut [u8], from: usize, to: usize) {
     if let Some(d) = buf.get_mut(from..to) {
         d.fill(0);
+    }
+}
+
+/// Copies `N` bytes at `off` from `src` to `dst` (fixed-size moves).
+#[inline(always)]
+fn copy_n<const N: usize>(dst: &mut [u8], src: &[u8], off: usize) {
+    if let (Some(d), Some(s)) = (dst.get_mut(off..off + N), src.get(off..off + N)) {
+        d.copy_from_slice(s);
+    }
+}
+
+/// Copies `src` into `dst` (the same length; else nothing) with fixed-size
+/// moves, no `memcpy` call: 64-byte pieces and a last one that overlaps the
+/// one before it, or two overlapping 32- or 16-byte pieces; under 16 bytes,
+/// a plain copy. (Frames are longer than 18 bytes here.)
+#[inline(always)]
+fn copy_frame(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if dst.len() != n {
+        return;
+    }
+    if n >= 64 {
+        let mut off = 0;
+        while off + 64 < n {
+            copy_n::<64>(dst, src, off);
+            off += 64;
+        }
+        copy_n::<64>(dst, src, n - 64);
+    } else if n >= 32 {
+        copy_n::<32>(dst, src, 0);
+        copy_n::<32>(dst, src, n - 32);
+    } else if n >= 16 {
+        copy_n::<16>(dst, src, 0);
+        copy_n::<16>(dst, src, n - 16);
+    } else {
+        dst.copy_from_slice(src);
     }
 }
 
@@ -706,8 +870,191 @@ fn put_vlan(buf: &mut [u8], at: usize, frame: &[u8], tci: u16) {
     put(buf, at + macs.len() + 4, rest);
 }
 
-impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
+/// A data (pointer) segment.
+#[inline(always)]
+fn data_seg(length: u32, lkey: u32, addr: u64) -> [u8; SEND_WQE_DS] {
+    zerocopy::transmute!(DataSeg {
+        byte_count: Be32::new(length),
+        lkey: Be32::new(lkey),
+        addr: Be64::new(addr),
+    })
+}
+
+/// The signalling constants of a queue (copied out of it, so that the
+/// parts below can be borrowed apart).
+#[derive(Debug, Clone, Copy)]
+struct Signal {
+    drain_wqebbs: u32,
+    drain_pkts: u32,
+    every: u32,
+    fm_unsignaled: u8,
+}
+
+impl Pending {
+    fn reset_since(&mut self) {
+        self.wqes = 0;
+        self.wqebbs = 0;
+        self.ptr_pkts = 0;
+        self.pkts = 0;
+    }
+}
+
+/// The parts of a batch that writing a WQE out touches: the send queue
+/// (ring, shadow), the staging area, the counters. Borrowed apart from
+/// the open session and the id ring, so that the burst loop can close a
+/// session and go on.
+struct Out<'x, 'a, P: DoorbellPolicy, Q: QpKind> {
+    sig: Signal,
+    sq: &'x mut SendQueue<'a, P, Q>,
+    stage: &'x mut Stage,
+    stats: &'x mut TxStats,
+    p: &'x mut Pending,
+    /// [`TxBatch`]'s WQE count and last WQE.
+    wqes: &'x mut u32,
+    last: &'x mut Option<(u32, u32, u32)>,
+}
+
+impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
+    /// Closes session `o` (staged): the legacy MPW inline header, the
+    /// counters, [`Out::finish`].
+    #[inline(always)]
+    fn close_session<M: TxMode>(&mut self, o: &Open, reason: CloseReason) {
+        let opcode = match M::KIND {
+            TxKind::LegacyMpw => ctrl_bits::MPW,
+            _ => ctrl_bits::EMPW,
+        };
+        if M::KIND == TxKind::LegacyMpw && o.mpw_inline {
+            put(
+                &mut self.stage.0,
+                mpw::TITLE_DS * SEND_WQE_DS,
+                &inline_header(o.inline_bytes),
+            );
+        }
+        self.p.ptr_pkts += o.ptr_pkts;
+        self.stats.sessions += 1;
+        if let Some(c) = self.stats.closes.get_mut(reason as usize) {
+            *c += 1;
+        }
+        self.finish(o.pi, o.ds, opcode);
+    }
+
+    /// Whether the WQE being finished requests a CQE (the per-WQE part of
+    /// the policy, and the drain guarantee).
+    #[inline(always)]
+    fn signal_now(&self) -> bool {
+        let s = &self.sig;
+        (self.p.wqebbs >= s.drain_wqebbs)
+            | (self.p.pkts >= s.drain_pkts)
+            | ((s.every != 0) & (self.p.wqes >= s.every))
+    }
+
+    /// Writes the control segment of the staged WQE (starting at producer
+    /// counter `pi`, `ds` DS, opcode and opmod `opcode` as the host-order
+    /// `opmod_idx_opcode` of WQE index 0), copies it into the ring and
+    /// records it (shadow, counters).
+    #[inline(never)]
+    fn finish(&mut self, pi: u32, ds: u32, opcode: u32) {
+        let bbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
+        self.p.wqes += 1;
+        self.p.wqebbs += bbs;
+        let signal = self.signal_now();
+        let fm_ce_se = if signal {
+            FM_CE_ALWAYS
+        } else {
+            self.sig.fm_unsignaled
+        };
+        let sq = &mut *self.sq;
+        let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
+        let ctrl = CtrlSeg {
+            opmod_idx_opcode: zerocopy::transmute!(Be32::new(opcode | index)),
+            qpn_ds: zerocopy::transmute!(Be32::new(
+                sq.lim.qpn_ds_bits | (ds << ctrl_bits::DS_SHIFT)
+            )),
+            signature: 0,
+            dci_stream_channel_id: Be16::ZERO,
+            fm_ce_se: zerocopy::transmute!(fm_ce_se),
+            imm: Be32::ZERO,
+        };
+        let st = &mut self.stage.0;
+        put(st, 0, ctrl.as_bytes());
+        // Zero from the DS count to the end of the last WQEBB (at most 3
+        // units; the slack of the staging area takes the rest).
+        let tail = (ds as usize * SEND_WQE_DS) & STAGE_MASK;
+        put(st, tail, &[0u8; 3 * SEND_WQE_DS]);
+        // Into the ring at the session's first WQEBB, wrapping at its end.
+        let end = bbs as usize * SEND_WQE_BB;
+        let staged = st.get(..end).unwrap_or_default();
+        let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged).unwrap_or_default();
+        sq.ring.write_run(pi, blocks);
+        // Shadow: the packet counter at the WQE's end, for `retire`; the
+        // other WQEBBs of the WQE are marked as no WQE start.
+        let slot = sq.size.slot(pi);
+        let entries = sq.size.entries() as usize;
+        let rest = bbs as usize - 1;
+        match sq.shadow.get_mut(slot + 1..slot + 1 + rest) {
+            Some(run) if slot + 1 + rest <= entries => run.fill(SqShadowEntry::EMPTY),
+            _ => {
+                for i in 1..bbs {
+                    if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi.wrapping_add(i))) {
+                        *e = SqShadowEntry::EMPTY;
+                    }
+                }
+            }
+        }
+        if let Some(e) = sq.shadow.get_mut(slot) {
+            *e = SqShadowEntry::new(
+                u64::from(self.p.head),
+                wq_counter16(pi),
+                bbs as u8,
+                if signal {
+                    SHADOW_SIGNALED | SHADOW_CQE
+                } else {
+                    0
+                },
+            );
+        }
+        self.p.pi = pi.wrapping_add(bbs);
+        *self.wqes += 1;
+        *self.last = Some((pi, bbs, ds));
+        if signal {
+            self.p.reset_since();
+        }
+    }
+}
+
+/// The longest frame a session inlines: [`TxConfig::inline_max`],
+/// [`TxConfig::max_inline_bytes`] and the room of a fresh session (VLAN
+/// tag included).
+const fn inline_limit(cfg: &TxConfig) -> u32 {
+    let fresh_ds = cfg.max_wqe_bytes as u32 / SEND_WQE_DS as u32 - mpw::TITLE_DS as u32;
+    let by_room = (fresh_ds * SEND_WQE_DS as u32).saturating_sub(4);
+    let lim = if cfg.inline_max < cfg.max_inline_bytes {
+        cfg.inline_max
+    } else {
+        cfg.max_inline_bytes
+    } as u32;
+    if lim < by_room {
+        lim
+    } else {
+        by_room
+    }
+}
+
+/// [`TxQueue::every`] of a policy.
+const fn every_of(cqe: CqePolicy) -> u32 {
+    match cqe {
+        CqePolicy::EverySessions(0) => 1,
+        CqePolicy::EverySessions(n) => n as u32,
+        CqePolicy::BurstEnd { .. } => 0,
+    }
+}
+
+/// `fm_ce_se` asking for a CQE.
+const FM_CE_ALWAYS: u8 = CompletionMode::Always.raw() << ctrl_bits::CE_SHIFT;
+
+impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     /// Free WQEBBs after what this batch has built.
+    #[inline(always)]
     fn free_wqebbs(&self) -> u32 {
         let sq = &self.q.sq;
         sq.size
@@ -720,6 +1067,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         (in_flight(self.p.head, self.q.tail) as usize) < self.q.ids.len()
     }
 
+    #[inline(always)]
     fn max_packets(&self) -> u32 {
         let m = u32::from(self.q.cfg.max_packets);
         match M::KIND {
@@ -728,18 +1076,21 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         }
     }
 
+    /// The longest frame a session inlines: [`TxConfig::inline_max`],
+    /// [`TxConfig::max_inline_bytes`] and the room of a fresh session
+    /// (VLAN tag included).
+    #[inline(always)]
+    fn inline_limit(&self) -> u32 {
+        self.q.inline_lim
+    }
+
     /// How `p` would go into a session, or `None` if it cannot.
     fn classify(&self, p: &Packet<'_>, len: u32) -> Option<Desc> {
         if !p.more.is_empty() || p.tso_mss != 0 {
             return None;
         }
-        let cfg = &self.q.cfg;
         let vlan = u32::from(p.vlan_tci.is_some()) * 4;
-        let fresh_ds = u32::from(cfg.max_wqe_bytes) / SEND_WQE_DS as u32 - mpw::TITLE_DS as u32;
-        let inline_ok = p.bytes().is_some()
-            && len + vlan <= u32::from(cfg.inline_max)
-            && len + vlan <= u32::from(cfg.max_inline_bytes)
-            && (4 + len + vlan).div_ceil(SEND_WQE_DS as u32) <= fresh_ds;
+        let inline_ok = p.bytes().is_some() && len + vlan <= self.inline_limit();
         match (M::KIND, inline_ok, p.vlan_tci.is_some()) {
             (TxKind::Single, _, _) => None,
             // The title has no VLAN insert: a tagged frame joins a session
@@ -866,8 +1217,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             // `mlx5_tx_burst_empw_*`, "Store the packet length for legacy MPW").
             eth.mss = Be16::new(len as u16);
         }
-        let buf = stage(self.q.sq.staging);
-        put(buf, SEND_WQE_DS, eth.as_bytes());
+        put(&mut self.q.stage.0, SEND_WQE_DS, eth.as_bytes());
         self.open = Some(o);
         Ok(())
     }
@@ -875,7 +1225,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// Adds `p` to the open session (it fits: checked by `misfit`).
     fn add(&mut self, p: &Packet<'_>, desc: Desc) {
         let Some(o) = self.open.as_mut() else { return };
-        let buf = stage(self.q.sq.staging);
+        let buf = &mut self.q.stage.0[..];
         let at = o.ds as usize * SEND_WQE_DS;
         match desc {
             Desc::Inline(n) => {
@@ -885,7 +1235,9 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     // close (DPDK `mlx5_tx_idone_empw`).
                     let hdr = mpw::TITLE_DS * SEND_WQE_DS;
                     let dst = hdr + 4 + o.inline_bytes as usize;
-                    put(buf, dst, frame);
+                    if let Some(d) = buf.get_mut(dst..dst + frame.len()) {
+                        copy_frame(d, frame);
+                    }
                     o.inline_bytes += n;
                     let end = hdr + 4 + o.inline_bytes as usize;
                     o.ds = mpw::TITLE_DS as u32 + (end - hdr).div_ceil(SEND_WQE_DS) as u32;
@@ -897,11 +1249,14 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     // the frame over it (the frame ends inside that unit).
                     let last = at + (units as usize - 1) * SEND_WQE_DS;
                     put(buf, last, &[0u8; SEND_WQE_DS]);
-                    let seg = InlineByteCount::new().with_byte_count(n).with_inline(true);
-                    put(buf, at, seg.into_bits().as_bytes());
+                    put(buf, at, &inline_header(n));
                     match p.vlan_tci {
                         Some(tci) => put_vlan(buf, at + 4, frame, tci),
-                        None => put(buf, at + 4, frame),
+                        None => {
+                            if let Some(d) = buf.get_mut(at + 4..at + 4 + frame.len()) {
+                                copy_frame(d, frame);
+                            }
+                        }
                     }
                     o.ds += units;
                     o.inline_bytes += n;
@@ -910,12 +1265,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             }
             Desc::Pointer => {
                 let s = p.first_sge();
-                let d = DataSeg {
-                    byte_count: Be32::new(s.length),
-                    lkey: Be32::new(s.lkey),
-                    addr: Be64::new(s.addr),
-                };
-                put(buf, at, d.as_bytes());
+                put(buf, at, &data_seg(s.length, s.lkey, s.addr));
                 o.ds += 1;
                 o.ptr_pkts += 1;
             }
@@ -938,101 +1288,31 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// the WQE into the ring, the shadow.
     fn close(&mut self, reason: CloseReason) {
         let Some(o) = self.open.take() else { return };
-        let (opcode, opmod) = match M::KIND {
-            TxKind::LegacyMpw => (SendOpcode::Tso, OPC_MOD_MPW),
-            _ => (SendOpcode::EnhancedMpsw, 0),
-        };
-        if M::KIND == TxKind::LegacyMpw && o.mpw_inline {
-            let buf = stage(self.q.sq.staging);
-            let seg = InlineByteCount::new()
-                .with_byte_count(o.inline_bytes)
-                .with_inline(true);
-            put(buf, mpw::TITLE_DS * SEND_WQE_DS, seg.into_bits().as_bytes());
-        }
-        self.p.ptr_pkts += o.ptr_pkts;
-        self.q.stats.sessions += 1;
-        if let Some(c) = self.q.stats.closes.get_mut(reason as usize) {
-            *c += 1;
-        }
-        self.finish(o.pi, o.ds, opcode, opmod);
+        self.out().close_session::<M>(&o, reason);
     }
 
-    /// Writes the control segment of the staged WQE (starting at producer
-    /// counter `pi`, `ds` DS), copies it into the ring and records it.
-    fn finish(&mut self, pi: u32, ds: u32, opcode: SendOpcode, opmod: u8) {
-        let bbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
-        self.p.wqes += 1;
-        self.p.wqebbs += bbs;
-        let signal = self.signal_now();
-        let ce = if signal {
-            CompletionMode::Always
-        } else {
-            self.q.cfg.unsignaled_ce
-        };
-        let sq = &mut self.q.sq;
-        let ctrl = CtrlSeg {
-            opmod_idx_opcode: OpmodIdxOpcode::new()
-                .with_opcode(opcode.raw())
-                .with_wqe_index(wq_counter16(pi))
-                .with_opmod(opmod),
-            qpn_ds: sq.lim.qpn_ds.with_ds(ds as u8),
-            signature: 0,
-            dci_stream_channel_id: Be16::ZERO,
-            fm_ce_se: FmCeSe::new().with_ce(ce.raw()),
-            imm: Be32::ZERO,
-        };
-        let buf = stage(sq.staging);
-        put(buf, 0, ctrl.as_bytes());
-        let end = bbs as usize * SEND_WQE_BB;
-        zero(buf, ds as usize * SEND_WQE_DS, end);
-        // Into the ring at the session's first WQEBB, wrapping at its end.
-        let staged = buf.get(..end).unwrap_or_default();
-        let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged).unwrap_or_default();
-        sq.ring.write_run(pi, blocks);
-        // Shadow: the packet counter at the WQE's end, for `retire`.
-        for i in 0..bbs {
-            if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi.wrapping_add(i))) {
-                *e = SqShadowEntry::EMPTY;
-            }
-        }
-        if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
-            *e = SqShadowEntry::new(
-                u64::from(self.p.head),
-                wq_counter16(pi),
-                bbs as u8,
-                if signal {
-                    SHADOW_SIGNALED | SHADOW_CQE
-                } else {
-                    0
-                },
-            );
-        }
-        self.p.pi = pi.wrapping_add(bbs);
-        self.wqes += 1;
-        self.last = Some((pi, bbs, ds));
-        if signal {
-            self.reset_since();
+    /// Writes the staged WQE out (see [`Out::finish`]).
+    fn finish(&mut self, pi: u32, ds: u32, opcode: u32) {
+        self.out().finish(pi, ds, opcode);
+    }
+
+    /// The parts that writing a WQE out touches.
+    #[inline(always)]
+    fn out(&mut self) -> Out<'_, 'a, P, Q> {
+        let q = &mut *self.q;
+        Out {
+            sig: q.signal(),
+            sq: &mut q.sq,
+            stage: &mut q.stage,
+            stats: &mut q.stats,
+            p: &mut self.p,
+            wqes: &mut self.wqes,
+            last: &mut self.last,
         }
     }
 
     fn reset_since(&mut self) {
-        self.p.wqes = 0;
-        self.p.wqebbs = 0;
-        self.p.ptr_pkts = 0;
-        self.p.pkts = 0;
-    }
-
-    /// Whether the WQE being finished requests a CQE (the per-WQE part of
-    /// the policy, and the drain guarantee).
-    fn signal_now(&self) -> bool {
-        let sq = &self.q.sq;
-        if self.p.wqebbs >= sq.size.entries() / 2 || self.p.pkts as usize >= self.q.ids.len() / 2 {
-            return true;
-        }
-        match self.q.cfg.cqe {
-            CqePolicy::EverySessions(n) => self.p.wqes >= u32::from(n.max(1)),
-            CqePolicy::BurstEnd { .. } => false,
-        }
+        self.p.reset_since();
     }
 
     /// Sends `p` as its own SEND (or TSO) WQE.
@@ -1100,7 +1380,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             return Err(TxError::QueueFull);
         }
         // ---- from here on nothing fails -----------------------------------
-        let buf = stage(self.q.sq.staging);
+        let buf = &mut self.q.stage.0[..];
         let mut eth = EthSeg {
             swp_outer_l4_offset: p.offload.swp_offsets[0],
             swp_outer_l3_offset: p.offload.swp_offsets[1],
@@ -1148,12 +1428,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                 rest_len,
             )];
             for s in firsts.iter().chain(p.more).filter(|s| s.length != 0) {
-                let d = DataSeg {
-                    byte_count: Be32::new(s.length),
-                    lkey: Be32::new(s.lkey),
-                    addr: Be64::new(s.addr),
-                };
-                put(buf, at, d.as_bytes());
+                put(buf, at, &data_seg(s.length, s.lkey, s.addr));
                 at += SEND_WQE_DS;
             }
             self.p.ptr_pkts += 1;
@@ -1164,12 +1439,12 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         self.record_id(p.id);
         self.q.stats.single_wqes += 1;
         let opcode = if p.tso_mss != 0 {
-            SendOpcode::Tso
+            ctrl_bits::TSO
         } else {
-            SendOpcode::Send
+            ctrl_bits::SEND
         };
         let pi = self.p.pi;
-        self.finish(pi, ds, opcode, 0);
+        self.finish(pi, ds, opcode);
         Ok(())
     }
 
@@ -1198,8 +1473,9 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         sq.set_unsignaled(unsignaled);
         sq.fast_end = sq.pi;
         self.q.done = self.p;
-        let n = core::cmp::min(bbs as usize, sq.staging.len());
-        let last_wqe = sq.staging.get(..n).unwrap_or_default();
+        let n = core::cmp::min(bbs as usize, STAGE_BBS) * SEND_WQE_BB;
+        let staged = self.q.stage.0.get(..n).unwrap_or_default();
+        let last_wqe = <[Wqebb]>::ref_from_bytes(staged).unwrap_or_default();
         sq.db.ring::<P>(Publish {
             pi: self.p.pi,
             last_wqe,
@@ -1214,13 +1490,12 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// the last one, in the staging area) into "always".
     fn request_cqe(&mut self, pi: u32) {
         let sq = &mut self.q.sq;
-        let fm_ce_se = FmCeSe::new().with_ce(CompletionMode::Always.raw());
         // `fm_ce_se` is byte 11 of the control segment, in the WQE's first
         // WQEBB (not yet published: the doorbell has not been rung).
         let mut block = sq.ring.read(pi);
-        put(&mut block, CTRL_FM_CE_SE, &[fm_ce_se.into_bits()]);
+        put(&mut block, CTRL_FM_CE_SE, &[FM_CE_ALWAYS]);
         sq.ring.write(pi, &block);
-        put(stage(sq.staging), CTRL_FM_CE_SE, &[fm_ce_se.into_bits()]);
+        put(&mut self.q.stage.0, CTRL_FM_CE_SE, &[FM_CE_ALWAYS]);
         if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
             e.mark_signaled();
         }
@@ -1304,601 +1579,4 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> AnyTxQueue<'a, P, Q> {
     unsafe_code,
     reason = "test fixture: ordinary memory standing in for the SQ buffer, doorbell record and UAR"
 )]
-mod tests {
-    use core::ptr::NonNull;
-    use std::boxed::Box;
-    use std::vec;
-    use std::vec::Vec;
-
-    use super::*;
-    use crate::mmio::DeviceWord;
-    use crate::sq::{DoorbellOnly, RawPacketQp, SqConfig, SqRawParts};
-
-    const UAR: usize = 4096;
-    const QPN: u32 = 0xd0e;
-    const LKEY: u32 = 0xc0ffee;
-
-    struct Mem {
-        ring: *mut [Wqebb],
-        dbrec: *mut [u32; 2],
-        uar: *mut [u64; UAR / 8],
-        wqe_cnt: usize,
-    }
-
-    impl Mem {
-        fn new(wqe_cnt: usize) -> Self {
-            Mem {
-                ring: Box::into_raw(vec![Wqebb([0xa5; 64]); wqe_cnt].into_boxed_slice()),
-                dbrec: Box::into_raw(Box::new([0xa5a5_a5a5; 2])),
-                uar: Box::into_raw(Box::new([0x3c3c_3c3c_3c3c_3c3c; UAR / 8])),
-                wqe_cnt,
-            }
-        }
-        fn read(p: *const u8, len: usize) -> Vec<u8> {
-            let mut v = vec![0u8; len];
-            // SAFETY: `p` points into a live allocation of this `Mem` of at
-            // least `len` bytes; the queue is not running concurrently.
-            unsafe { core::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), len) };
-            v
-        }
-        fn ring(&self) -> Vec<u8> {
-            Self::read(self.ring.cast::<u8>(), self.wqe_cnt * 64)
-        }
-        fn dbrec(&self) -> u32 {
-            let b = Self::read(self.dbrec.cast::<u8>(), 8);
-            u32::from_be_bytes([b[4], b[5], b[6], b[7]])
-        }
-        fn db(&self) -> Vec<u8> {
-            Self::read(self.uar.cast::<u8>(), 8)
-        }
-        fn raw(&self) -> SqRawParts<'_> {
-            // SAFETY: the SQ word of the doorbell record is a live, aligned
-            // u32 that only the queue writes while it lives.
-            let dbrec = unsafe { DeviceWord::from_ptr(self.dbrec.cast::<u32>().add(1)) };
-            SqRawParts {
-                buf: NonNull::new(self.ring.cast::<u8>()).expect("ring"),
-                wqe_cnt: self.wqe_cnt as u32,
-                dbrec,
-                bf_reg: NonNull::new(self.uar.cast::<u8>()).expect("uar"),
-                bf_buf_size: 0,
-            }
-        }
-    }
-
-    impl Drop for Mem {
-        fn drop(&mut self) {
-            // SAFETY: from `Box::into_raw` in `new`; every queue over this
-            // memory borrowed `self` and is gone.
-            unsafe {
-                drop(Box::from_raw(self.ring));
-                drop(Box::from_raw(self.dbrec));
-                drop(Box::from_raw(self.uar));
-            }
-        }
-    }
-
-    struct Lent {
-        shadow: Vec<SqShadowEntry>,
-        staging: Vec<Wqebb>,
-        ids: Vec<u64>,
-    }
-
-    impl Lent {
-        fn new(wqe_cnt: usize) -> Self {
-            Lent {
-                shadow: vec![SqShadowEntry::EMPTY; wqe_cnt],
-                staging: vec![Wqebb::ZERO; 16],
-                ids: vec![0; 1024],
-            }
-        }
-    }
-
-    type Q<'a, M> = TxQueue<'a, DoorbellOnly, RawPacketQp, M>;
-
-    fn sq<'a>(
-        mem: &'a Mem,
-        shadow: &'a mut [SqShadowEntry],
-        staging: &'a mut [Wqebb],
-        start_pi: u32,
-        min_inline: u8,
-    ) -> SendQueue<'a, DoorbellOnly, RawPacketQp> {
-        let mut c = SqConfig::new(QpType::RawPacket, QPN, 256, 4);
-        c.start_pi = start_pi;
-        c.eth_min_inline = min_inline;
-        c.signal_every = 0;
-        // SAFETY: `mem` outlives the queue and nothing else touches it.
-        unsafe { SendQueue::new_typed(mem.raw(), c, shadow, staging) }.expect("send queue")
-    }
-
-    fn txq<'a, M: TxMode>(
-        mem: &'a Mem,
-        lent: &'a mut Lent,
-        start_pi: u32,
-        cfg: TxConfig,
-    ) -> Q<'a, M> {
-        let Lent {
-            shadow,
-            staging,
-            ids,
-        } = lent;
-        TxQueue::new(sq(mem, shadow, staging, start_pi, 0), ids, cfg).expect("tx queue")
-    }
-
-    /// A frame whose bytes start with `seed`.
-    fn frame(len: usize, seed: u8) -> Vec<u8> {
-        (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
-    }
-
-    /// One decoded WQE of the ring.
-    #[derive(Debug)]
-    struct Wqe {
-        opcode: u8,
-        opmod: u8,
-        index: u16,
-        ds: usize,
-        ce: u8,
-        eth: Vec<u8>,
-        /// Inline(data) or Ptr(len, lkey, addr).
-        descs: Vec<D>,
-    }
-
-    #[derive(Debug, PartialEq, Eq)]
-    enum D {
-        Inline(Vec<u8>),
-        Ptr(u32, u32, u64),
-    }
-
-    fn wqe_at(ring: &[u8], pi: u32) -> Wqe {
-        let n = ring.len();
-        let at = |i: usize| ring[((pi as usize) * 64 + i) % n];
-        let bytes: Vec<u8> = (0..64).map(at).collect();
-        let ds = (bytes[7] & 0x3f) as usize;
-        let w: Vec<u8> = (0..ds * 16).map(at).collect();
-        let mut descs = Vec::new();
-        // Sessions: no inline header; a SEND may carry one (unless bytes
-        // 12-15 of its Ethernet segment are a VLAN-insert request).
-        let hdr = usize::from(u16::from_be_bytes([w[28], w[29]]));
-        let mut pos = if bytes[3] == 0x0a && w[28] & 0x80 == 0 {
-            16 + 16 * (1 + hdr.saturating_sub(2).div_ceil(16))
-        } else {
-            32
-        };
-        while pos < ds * 16 {
-            let bc = u32::from_be_bytes([w[pos], w[pos + 1], w[pos + 2], w[pos + 3]]);
-            if bc & 0x8000_0000 != 0 {
-                let len = (bc & 0x7fff_ffff) as usize;
-                descs.push(D::Inline(w[pos + 4..pos + 4 + len].to_vec()));
-                pos += (4 + len).div_ceil(16) * 16;
-            } else {
-                let lkey = u32::from_be_bytes([w[pos + 4], w[pos + 5], w[pos + 6], w[pos + 7]]);
-                let addr = u64::from_be_bytes(w[pos + 8..pos + 16].try_into().expect("8"));
-                descs.push(D::Ptr(bc, lkey, addr));
-                pos += 16;
-            }
-        }
-        Wqe {
-            opcode: bytes[3],
-            opmod: bytes[0],
-            index: u16::from_be_bytes([bytes[1], bytes[2]]),
-            ds,
-            ce: (bytes[11] >> 2) & 3,
-            eth: bytes[16..32].to_vec(),
-            descs,
-        }
-    }
-
-    /// Every WQE from `from` to the producer.
-    fn wqes(mem: &Mem, from: u32, to: u32) -> Vec<Wqe> {
-        let ring = mem.ring();
-        let mut out = Vec::new();
-        let mut pi = from;
-        while pi != to {
-            let w = wqe_at(&ring, pi);
-            pi = pi.wrapping_add(w.ds.div_ceil(4) as u32);
-            out.push(w);
-        }
-        out
-    }
-
-    fn closes(s: &TxStats, r: CloseReason) -> u64 {
-        s.closes[r as usize]
-    }
-
-    #[test]
-    fn mixed_inline_and_pointer_in_one_session() {
-        let mem = Mem::new(64);
-        let mut lent = Lent::new(64);
-        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
-        let small = frame(60, 1);
-        let big = frame(600, 2);
-        let mid = frame(200, 3);
-        let pkts = [
-            Packet::frame(10, LKEY, &small),
-            Packet::frame(11, LKEY, &big),
-            Packet::ptr(12, LKEY, 0x1000, 100),
-            Packet::frame(13, LKEY, &mid),
-        ];
-        assert_eq!(q.tx_burst(&pkts), 4);
-        let w = wqes(&mem, 0, q.send_queue().producer());
-        assert_eq!(w.len(), 1);
-        let s = &w[0];
-        assert_eq!((s.opcode, s.opmod, s.index), (0x29, 0, 0));
-        assert_eq!(s.eth, vec![0; 16], "title: no inline header, no offload");
-        assert_eq!(
-            s.descs,
-            vec![
-                D::Inline(small.clone()),
-                D::Ptr(600, LKEY, big.as_ptr() as u64),
-                D::Ptr(100, LKEY, 0x1000),
-                D::Inline(mid.clone()),
-            ]
-        );
-        // 2 + ceil(64/16) + 1 + 1 + ceil(204/16)
-        assert_eq!(s.ds, 2 + 4 + 1 + 1 + 13);
-        assert_eq!(s.ce, 2, "one CQE per session by default");
-        assert_eq!(mem.dbrec(), q.send_queue().producer());
-        assert_eq!(
-            &mem.db()[..8],
-            &mem.ring()[..8],
-            "doorbell = first 8 bytes of the last WQE"
-        );
-        assert_eq!(closes(q.stats(), CloseReason::Complete), 1);
-    }
-
-    #[test]
-    fn each_close_reason() {
-        let f64b = frame(64, 7);
-        // DS limit: 63-DS sessions of pointer packets hold 61.
-        {
-            let mem = Mem::new(256);
-            let mut lent = Lent::new(256);
-            let cfg = TxConfig {
-                max_packets: 100,
-                inline_max: 0,
-                ..TxConfig::new()
-            };
-            let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
-            let pkts: Vec<_> = (0..62)
-                .map(|i| Packet::ptr(i, LKEY, 0x1000 * i, 64))
-                .collect();
-            assert_eq!(q.tx_burst(&pkts), 62);
-            let w = wqes(&mem, 0, q.send_queue().producer());
-            assert_eq!(
-                w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
-                vec![61, 1]
-            );
-            assert_eq!(w[0].ds, 63);
-            assert_eq!(closes(q.stats(), CloseReason::DsLimit), 1);
-        }
-        // WQE size: DPDK's 960-byte sessions of 64-byte inline frames hold 11.
-        {
-            let mem = Mem::new(256);
-            let mut lent = Lent::new(256);
-            let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(268, 290, 32));
-            let pkts: Vec<_> = (0..12).map(|i| Packet::frame(i, LKEY, &f64b)).collect();
-            assert_eq!(q.tx_burst(&pkts), 12);
-            let w = wqes(&mem, 0, q.send_queue().producer());
-            assert_eq!(
-                w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
-                vec![11, 1]
-            );
-            assert_eq!(closes(q.stats(), CloseReason::WqeSize), 1);
-        }
-        // Maximum packets.
-        {
-            let mem = Mem::new(256);
-            let mut lent = Lent::new(256);
-            let cfg = TxConfig {
-                inline_max: 0,
-                ..TxConfig::new()
-            };
-            let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
-            let pkts: Vec<_> = (0..33)
-                .map(|i| Packet::ptr(i, LKEY, 0x1000 * i, 64))
-                .collect();
-            assert_eq!(q.tx_burst(&pkts), 33);
-            let w = wqes(&mem, 0, q.send_queue().producer());
-            assert_eq!(
-                w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
-                vec![32, 1]
-            );
-            assert_eq!(closes(q.stats(), CloseReason::MaxPackets), 1);
-        }
-        // Maximum inline bytes.
-        {
-            let mem = Mem::new(256);
-            let mut lent = Lent::new(256);
-            let cfg = TxConfig {
-                max_inline_bytes: 200,
-                ..TxConfig::new()
-            };
-            let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
-            let pkts: Vec<_> = (0..4).map(|i| Packet::frame(i, LKEY, &f64b)).collect();
-            assert_eq!(q.tx_burst(&pkts), 4);
-            let w = wqes(&mem, 0, q.send_queue().producer());
-            assert_eq!(
-                w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
-                vec![3, 1]
-            );
-            assert_eq!(closes(q.stats(), CloseReason::MaxInlineBytes), 1);
-        }
-        // Offload mismatch, then a packet a session cannot carry (two
-        // segments), then a VLAN frame too long to inline.
-        {
-            let mem = Mem::new(256);
-            let mut lent = Lent::new(256);
-            let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
-            let more = [Sge::new(LKEY, 0x9000, 30)];
-            let big = frame(400, 9);
-            let pkts = [
-                Packet::frame(0, LKEY, &f64b),
-                Packet::frame(1, LKEY, &f64b).with_csum(),
-                Packet::frame(2, LKEY, &f64b).with_csum(),
-                Packet::frame(3, LKEY, &f64b)
-                    .with_csum()
-                    .with_segments(&more),
-                Packet::frame(4, LKEY, &f64b).with_csum(),
-                Packet::frame(5, LKEY, &big).with_csum().with_vlan(0x123),
-            ];
-            assert_eq!(q.tx_burst(&pkts), 6);
-            let w = wqes(&mem, 0, q.send_queue().producer());
-            let shape: Vec<_> = w.iter().map(|w| (w.opcode, w.descs.len())).collect();
-            assert_eq!(
-                shape,
-                vec![(0x29, 1), (0x29, 2), (0x0a, 2), (0x29, 1), (0x0a, 1)]
-            );
-            assert_eq!(w[0].eth[4], 0);
-            assert_eq!(w[1].eth[4], 0xc0, "checksum flags in the title");
-            // The VLAN frame: a SEND with the VLAN-insert request.
-            assert_eq!(&w[4].eth[12..16], &[0x80, 0x00, 0x01, 0x23]);
-            let s = q.stats();
-            assert_eq!(closes(s, CloseReason::OffloadMismatch), 1);
-            assert_eq!(closes(s, CloseReason::Unsupported), 2);
-            assert_eq!(s.single_wqes, 2);
-        }
-        // A VLAN frame short enough is inlined with its tag, in the session.
-        {
-            let mem = Mem::new(64);
-            let mut lent = Lent::new(64);
-            let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
-            let pkts = [
-                Packet::frame(0, LKEY, &f64b),
-                Packet::frame(1, LKEY, &f64b).with_vlan(0x0abc),
-            ];
-            assert_eq!(q.tx_burst(&pkts), 2);
-            let w = wqes(&mem, 0, q.send_queue().producer());
-            assert_eq!(w.len(), 1);
-            let mut tagged = f64b[..12].to_vec();
-            tagged.extend_from_slice(&[0x81, 0x00, 0x0a, 0xbc]);
-            tagged.extend_from_slice(&f64b[12..]);
-            assert_eq!(w[0].descs[1], D::Inline(tagged));
-        }
-    }
-
-    #[test]
-    fn ring_wrap_inside_a_session() {
-        let mem = Mem::new(64);
-        let mut lent = Lent::new(64);
-        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 62, TxConfig::new());
-        let a = frame(100, 0x10);
-        let b = frame(150, 0x20);
-        let pkts = [
-            Packet::frame(1, LKEY, &a),
-            Packet::ptr(2, LKEY, 0x4000, 1500),
-            Packet::frame(3, LKEY, &b),
-        ];
-        assert_eq!(q.tx_burst(&pkts), 3);
-        let end = q.send_queue().producer();
-        let w = wqes(&mem, 62, end);
-        assert_eq!(w.len(), 1);
-        assert!(end > 64, "the session crosses the ring end");
-        assert_eq!(w[0].index, 62);
-        assert_eq!(
-            w[0].descs,
-            vec![D::Inline(a), D::Ptr(1500, LKEY, 0x4000), D::Inline(b)]
-        );
-        assert_eq!(mem.dbrec(), end & 0xffff);
-        // The completion names the session: every packet comes back.
-        let mut got = Vec::new();
-        assert_eq!(q.retire(62, |id| got.push(id)), Ok(3));
-        assert_eq!(got, vec![1, 2, 3]);
-        assert_eq!(q.send_queue().consumer(), end);
-    }
-
-    #[test]
-    fn checksum_flags_and_metadata_are_shared() {
-        let mem = Mem::new(64);
-        let mut lent = Lent::new(64);
-        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
-        let f = frame(80, 3);
-        let off = TxOffload {
-            cs_flags: EthCsFlags::new().with_l3_csum(true).with_l4_csum(true),
-            swp_offsets: [1, 2, 3, 4],
-            swp_flags: SwpFlags::new().with_outer_l4_udp(true),
-            metadata: 0xdead_beef,
-        };
-        let pkts: Vec<_> = (0..3)
-            .map(|i| Packet::frame(i, LKEY, &f).with_offload(off))
-            .collect();
-        assert_eq!(q.tx_burst(&pkts), 3);
-        let w = wqes(&mem, 0, q.send_queue().producer());
-        assert_eq!(w.len(), 1);
-        assert_eq!(
-            w[0].eth,
-            vec![1, 2, 3, 4, 0xc0, 0x20, 0, 0, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]
-        );
-    }
-
-    #[test]
-    fn legacy_mpw_equal_lengths() {
-        let mem = Mem::new(64);
-        let mut lent = Lent::new(64);
-        let mut q: Q<'_, LegacyMpw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_mpw(268, 290, 32));
-        let a: Vec<Vec<u8>> = (0..7).map(|i| frame(64, i * 16)).collect();
-        let c = frame(100, 0x77);
-        let mut pkts: Vec<_> = a
-            .iter()
-            .enumerate()
-            .map(|(i, f)| Packet::frame(i as u64, LKEY, f))
-            .collect();
-        pkts.push(Packet::frame(7, LKEY, &c));
-        pkts.push(Packet::ptr(8, LKEY, 0x5000, 100));
-        pkts.push(Packet::ptr(9, LKEY, 0x6000, 100));
-        assert_eq!(q.tx_burst(&pkts), 10);
-        let w = wqes(&mem, 0, q.send_queue().producer());
-        let shape: Vec<_> = w
-            .iter()
-            .map(|w| (w.opcode, w.opmod, w.eth[6], w.eth[7], w.descs.len()))
-            .collect();
-        // 4 x 64 B inline (268-byte inline room), 3 x 64 B, 1 x 100 B
-        // inline, then a pointer session of the two 100-byte pointers.
-        assert_eq!(
-            shape,
-            vec![
-                (0x0e, 1, 0, 64, 1),
-                (0x0e, 1, 0, 64, 1),
-                (0x0e, 1, 0, 100, 1),
-                (0x0e, 1, 0, 100, 2)
-            ]
-        );
-        assert_eq!(w[0].descs, vec![D::Inline(a[..4].concat())]);
-        assert_eq!(w[0].ds, 2 + 17);
-        assert_eq!(w[1].descs, vec![D::Inline(a[4..].concat())]);
-        assert_eq!(
-            w[3].descs,
-            vec![D::Ptr(100, LKEY, 0x5000), D::Ptr(100, LKEY, 0x6000)]
-        );
-        let s = q.stats();
-        assert_eq!(closes(s, CloseReason::MaxInlineBytes), 1);
-        assert_eq!(closes(s, CloseReason::LengthMismatch), 1);
-        assert_eq!(closes(s, CloseReason::DescriptorKind), 1);
-        // At most six packets per session.
-        let pkts: Vec<_> = (0..7)
-            .map(|i| Packet::ptr(i, LKEY, 0x1000 * i, 64))
-            .collect();
-        let from = q.send_queue().producer();
-        assert_eq!(q.tx_burst(&pkts), 7);
-        let w = wqes(&mem, from, q.send_queue().producer());
-        assert_eq!(
-            w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
-            vec![6, 1]
-        );
-        assert_eq!(closes(q.stats(), CloseReason::MaxPackets), 1);
-    }
-
-    #[test]
-    fn fallback_without_capabilities() {
-        assert_eq!(TxKind::from_caps(true, true), TxKind::Empw);
-        assert_eq!(TxKind::from_caps(false, true), TxKind::LegacyMpw);
-        assert_eq!(TxKind::from_caps(false, false), TxKind::Single);
-        let mem = Mem::new(64);
-        let mut lent = Lent::new(64);
-        let Lent {
-            shadow,
-            staging,
-            ids,
-        } = &mut lent;
-        let sq = sq(&mem, shadow, staging, 0, 18);
-        let mut q = AnyTxQueue::from_caps(sq, ids, TxConfig::new(), false, false).expect("tx");
-        assert_eq!(q.kind(), TxKind::Single);
-        let f = frame(64, 5);
-        let pkts = [
-            Packet::frame(1, LKEY, &f),
-            Packet::frame(2, LKEY, &f).with_csum(),
-            Packet::ptr(3, LKEY, 0x1000, 64),
-        ];
-        // The pointer-only packet needs its L2 header inlined: refused.
-        assert_eq!(q.tx_burst(&pkts), 2);
-        let AnyTxQueue::Single(inner) = &q else {
-            panic!("single")
-        };
-        let w = wqes(&mem, 0, inner.send_queue().producer());
-        assert_eq!(w.len(), 2);
-        for (i, w) in w.iter().enumerate() {
-            assert_eq!((w.opcode, w.ds), (0x0a, 4));
-            assert_eq!(&w.eth[12..14], &[0, 18], "18-byte inline L2 header");
-            assert_eq!(&w.eth[14..16], &f[..2]);
-            assert_eq!(w.descs, vec![D::Ptr(46, LKEY, f.as_ptr() as u64 + 18)]);
-            assert_eq!(w.eth[4], if i == 1 { 0xc0 } else { 0 });
-        }
-        let mut got = Vec::new();
-        assert_eq!(q.retire(1, |id| got.push(id)), Ok(2));
-        assert_eq!(got, vec![1, 2]);
-        assert_eq!(q.stats().sessions, 0);
-    }
-
-    #[test]
-    fn cqe_every_n_sessions_and_burst_end() {
-        let mem = Mem::new(256);
-        let mut lent = Lent::new(256);
-        let cfg = TxConfig {
-            max_packets: 2,
-            cqe: CqePolicy::EverySessions(3),
-            ..TxConfig::new()
-        };
-        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
-        let f = frame(64, 1);
-        let pkts: Vec<_> = (0..12).map(|i| Packet::frame(i, LKEY, &f)).collect();
-        assert_eq!(q.tx_burst(&pkts), 12);
-        let w = wqes(&mem, 0, q.send_queue().producer());
-        assert_eq!(
-            w.iter().map(|w| w.ce).collect::<Vec<_>>(),
-            vec![0, 0, 2, 0, 0, 2]
-        );
-        // A CQE for the third session retires six packets; a stale counter
-        // or one in the middle of a WQE is refused.
-        let mut got = Vec::new();
-        assert_eq!(q.retire(w[2].index, |id| got.push(id)), Ok(6));
-        assert_eq!(got, (0..6).collect::<Vec<_>>());
-        assert!(q.retire(w[2].index, |_| {}).is_err());
-        assert!(q.retire(w[3].index + 1, |_| {}).is_err());
-        assert_eq!(q.packets_in_flight(), 6);
-
-        // DPDK's rule: the burst's last WQE, once 32 pointer packets went by.
-        let mem = Mem::new(256);
-        let mut lent = Lent::new(256);
-        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(0, 0, 0));
-        let pkts: Vec<_> = (0..20)
-            .map(|i| Packet::ptr(i, LKEY, 0x100 * i, 64))
-            .collect();
-        assert_eq!(q.tx_burst(&pkts), 20);
-        assert_eq!(q.tx_burst(&pkts), 20);
-        let w = wqes(&mem, 0, q.send_queue().producer());
-        assert_eq!(w.iter().map(|w| w.ce).collect::<Vec<_>>(), vec![1, 2]);
-        let mut n = 0;
-        assert_eq!(q.retire(w[1].index, |_| n += 1), Ok(40));
-    }
-
-    #[test]
-    fn queue_full_stops_the_burst_and_one_doorbell_per_burst() {
-        let mem = Mem::new(8);
-        let mut lent = Lent::new(8);
-        let cfg = TxConfig {
-            inline_max: 0,
-            ..TxConfig::new()
-        };
-        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
-        // 8 WQEBBs = 32 DS: 30 pointer packets in one session, then full.
-        let pkts: Vec<_> = (0..40)
-            .map(|i| Packet::ptr(i, LKEY, 0x100 * i, 64))
-            .collect();
-        assert_eq!(q.tx_burst(&pkts), 30);
-        assert_eq!(q.send_queue().producer(), 8);
-        assert_eq!(mem.dbrec(), 8);
-        assert_eq!(q.tx_burst(&pkts), 0, "nothing fits until a CQE is retired");
-        let mut n = 0;
-        assert_eq!(q.retire(0, |_| n += 1), Ok(30));
-        assert_eq!(q.tx_burst(&pkts[..3]), 3);
-        assert_eq!(mem.dbrec(), 10, "2 + 3 DS: two WQEBBs");
-        {
-            // A batch never completed publishes nothing.
-            let mut b = q.start();
-            assert_eq!(
-                b.push(&Packet::ptr(0, LKEY, 0, 10)),
-                Err(TxError::BadLength)
-            );
-            assert_eq!(b.push(&Packet::ptr(1, LKEY, 0, 100)), Ok(()));
-        }
-        assert_eq!(mem.dbrec(), 10, "an abandoned batch rings nothing");
-    }
-}
+mod tests;

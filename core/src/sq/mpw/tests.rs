@@ -1,0 +1,799 @@
+use core::ptr::NonNull;
+use std::boxed::Box;
+use std::format;
+use std::vec;
+use std::vec::Vec;
+
+use super::*;
+use crate::mmio::DeviceWord;
+use crate::sq::{DoorbellOnly, RawPacketQp, SqConfig, SqRawParts};
+
+const UAR: usize = 4096;
+const QPN: u32 = 0xd0e;
+const LKEY: u32 = 0xc0ffee;
+
+struct Mem {
+    ring: *mut [Wqebb],
+    dbrec: *mut [u32; 2],
+    uar: *mut [u64; UAR / 8],
+    wqe_cnt: usize,
+}
+
+impl Mem {
+    fn new(wqe_cnt: usize) -> Self {
+        Mem {
+            ring: Box::into_raw(vec![Wqebb([0xa5; 64]); wqe_cnt].into_boxed_slice()),
+            dbrec: Box::into_raw(Box::new([0xa5a5_a5a5; 2])),
+            uar: Box::into_raw(Box::new([0x3c3c_3c3c_3c3c_3c3c; UAR / 8])),
+            wqe_cnt,
+        }
+    }
+    fn read(p: *const u8, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        // SAFETY: `p` points into a live allocation of this `Mem` of at
+        // least `len` bytes; the queue is not running concurrently.
+        unsafe { core::ptr::copy_nonoverlapping(p, v.as_mut_ptr(), len) };
+        v
+    }
+    fn ring(&self) -> Vec<u8> {
+        Self::read(self.ring.cast::<u8>(), self.wqe_cnt * 64)
+    }
+    fn dbrec(&self) -> u32 {
+        let b = Self::read(self.dbrec.cast::<u8>(), 8);
+        u32::from_be_bytes([b[4], b[5], b[6], b[7]])
+    }
+    fn db(&self) -> Vec<u8> {
+        Self::read(self.uar.cast::<u8>(), 8)
+    }
+    fn raw(&self) -> SqRawParts<'_> {
+        // SAFETY: the SQ word of the doorbell record is a live, aligned
+        // u32 that only the queue writes while it lives.
+        let dbrec = unsafe { DeviceWord::from_ptr(self.dbrec.cast::<u32>().add(1)) };
+        SqRawParts {
+            buf: NonNull::new(self.ring.cast::<u8>()).expect("ring"),
+            wqe_cnt: self.wqe_cnt as u32,
+            dbrec,
+            bf_reg: NonNull::new(self.uar.cast::<u8>()).expect("uar"),
+            bf_buf_size: 0,
+        }
+    }
+}
+
+impl Drop for Mem {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `new`; every queue over this
+        // memory borrowed `self` and is gone.
+        unsafe {
+            drop(Box::from_raw(self.ring));
+            drop(Box::from_raw(self.dbrec));
+            drop(Box::from_raw(self.uar));
+        }
+    }
+}
+
+struct Lent {
+    shadow: Vec<SqShadowEntry>,
+    staging: Vec<Wqebb>,
+    ids: Vec<u64>,
+}
+
+impl Lent {
+    fn new(wqe_cnt: usize) -> Self {
+        Lent {
+            shadow: vec![SqShadowEntry::EMPTY; wqe_cnt],
+            staging: vec![Wqebb::ZERO; 16],
+            ids: vec![0; 1024],
+        }
+    }
+}
+
+type Q<'a, M> = TxQueue<'a, DoorbellOnly, RawPacketQp, M>;
+
+fn sq<'a>(
+    mem: &'a Mem,
+    shadow: &'a mut [SqShadowEntry],
+    staging: &'a mut [Wqebb],
+    start_pi: u32,
+    min_inline: u8,
+) -> SendQueue<'a, DoorbellOnly, RawPacketQp> {
+    let mut c = SqConfig::new(QpType::RawPacket, QPN, 256, 4);
+    c.start_pi = start_pi;
+    c.eth_min_inline = min_inline;
+    c.signal_every = 0;
+    // SAFETY: `mem` outlives the queue and nothing else touches it.
+    unsafe { SendQueue::new_typed(mem.raw(), c, shadow, staging) }.expect("send queue")
+}
+
+fn txq<'a, M: TxMode>(mem: &'a Mem, lent: &'a mut Lent, start_pi: u32, cfg: TxConfig) -> Q<'a, M> {
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = lent;
+    TxQueue::new(sq(mem, shadow, staging, start_pi, 0), ids, cfg).expect("tx queue")
+}
+
+/// A frame whose bytes start with `seed`.
+fn frame(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+}
+
+/// One decoded WQE of the ring.
+#[derive(Debug)]
+struct Wqe {
+    opcode: u8,
+    opmod: u8,
+    index: u16,
+    ds: usize,
+    ce: u8,
+    eth: Vec<u8>,
+    /// Inline(data) or Ptr(len, lkey, addr).
+    descs: Vec<D>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum D {
+    Inline(Vec<u8>),
+    Ptr(u32, u32, u64),
+}
+
+fn wqe_at(ring: &[u8], pi: u32) -> Wqe {
+    let n = ring.len();
+    let at = |i: usize| ring[((pi as usize) * 64 + i) % n];
+    let bytes: Vec<u8> = (0..64).map(at).collect();
+    let ds = (bytes[7] & 0x3f) as usize;
+    let w: Vec<u8> = (0..ds * 16).map(at).collect();
+    let mut descs = Vec::new();
+    // Sessions: no inline header; a SEND may carry one (unless bytes
+    // 12-15 of its Ethernet segment are a VLAN-insert request).
+    let hdr = usize::from(u16::from_be_bytes([w[28], w[29]]));
+    let mut pos = if bytes[3] == 0x0a && w[28] & 0x80 == 0 {
+        16 + 16 * (1 + hdr.saturating_sub(2).div_ceil(16))
+    } else {
+        32
+    };
+    while pos < ds * 16 {
+        let bc = u32::from_be_bytes([w[pos], w[pos + 1], w[pos + 2], w[pos + 3]]);
+        if bc & 0x8000_0000 != 0 {
+            let len = (bc & 0x7fff_ffff) as usize;
+            descs.push(D::Inline(w[pos + 4..pos + 4 + len].to_vec()));
+            pos += (4 + len).div_ceil(16) * 16;
+        } else {
+            let lkey = u32::from_be_bytes([w[pos + 4], w[pos + 5], w[pos + 6], w[pos + 7]]);
+            let addr = u64::from_be_bytes(w[pos + 8..pos + 16].try_into().expect("8"));
+            descs.push(D::Ptr(bc, lkey, addr));
+            pos += 16;
+        }
+    }
+    Wqe {
+        opcode: bytes[3],
+        opmod: bytes[0],
+        index: u16::from_be_bytes([bytes[1], bytes[2]]),
+        ds,
+        ce: (bytes[11] >> 2) & 3,
+        eth: bytes[16..32].to_vec(),
+        descs,
+    }
+}
+
+/// Every WQE from `from` to the producer.
+fn wqes(mem: &Mem, from: u32, to: u32) -> Vec<Wqe> {
+    let ring = mem.ring();
+    let mut out = Vec::new();
+    let mut pi = from;
+    while pi != to {
+        let w = wqe_at(&ring, pi);
+        pi = pi.wrapping_add(w.ds.div_ceil(4) as u32);
+        out.push(w);
+    }
+    out
+}
+
+fn closes(s: &TxStats, r: CloseReason) -> u64 {
+    s.closes[r as usize]
+}
+
+#[test]
+fn mixed_inline_and_pointer_in_one_session() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
+    let small = frame(60, 1);
+    let big = frame(600, 2);
+    let mid = frame(200, 3);
+    let pkts = [
+        Packet::frame(10, LKEY, &small),
+        Packet::frame(11, LKEY, &big),
+        Packet::ptr(12, LKEY, 0x1000, 100),
+        Packet::frame(13, LKEY, &mid),
+    ];
+    assert_eq!(q.tx_burst(&pkts), 4);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    assert_eq!(w.len(), 1);
+    let s = &w[0];
+    assert_eq!((s.opcode, s.opmod, s.index), (0x29, 0, 0));
+    assert_eq!(s.eth, vec![0; 16], "title: no inline header, no offload");
+    assert_eq!(
+        s.descs,
+        vec![
+            D::Inline(small.clone()),
+            D::Ptr(600, LKEY, big.as_ptr() as u64),
+            D::Ptr(100, LKEY, 0x1000),
+            D::Inline(mid.clone()),
+        ]
+    );
+    // 2 + ceil(64/16) + 1 + 1 + ceil(204/16)
+    assert_eq!(s.ds, 2 + 4 + 1 + 1 + 13);
+    assert_eq!(s.ce, 2, "one CQE per session by default");
+    assert_eq!(mem.dbrec(), q.send_queue().producer());
+    assert_eq!(
+        &mem.db()[..8],
+        &mem.ring()[..8],
+        "doorbell = first 8 bytes of the last WQE"
+    );
+    assert_eq!(closes(q.stats(), CloseReason::Complete), 1);
+}
+
+#[test]
+fn each_close_reason() {
+    let f64b = frame(64, 7);
+    // DS limit: 63-DS sessions of pointer packets hold 61.
+    {
+        let mem = Mem::new(256);
+        let mut lent = Lent::new(256);
+        let cfg = TxConfig {
+            max_packets: 100,
+            inline_max: 0,
+            ..TxConfig::new()
+        };
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+        let pkts: Vec<_> = (0..62)
+            .map(|i| Packet::ptr(i, LKEY, 0x1000 * i, 64))
+            .collect();
+        assert_eq!(q.tx_burst(&pkts), 62);
+        let w = wqes(&mem, 0, q.send_queue().producer());
+        assert_eq!(
+            w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
+            vec![61, 1]
+        );
+        assert_eq!(w[0].ds, 63);
+        assert_eq!(closes(q.stats(), CloseReason::DsLimit), 1);
+    }
+    // WQE size: DPDK's 960-byte sessions of 64-byte inline frames hold 11.
+    {
+        let mem = Mem::new(256);
+        let mut lent = Lent::new(256);
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(268, 290, 32));
+        let pkts: Vec<_> = (0..12).map(|i| Packet::frame(i, LKEY, &f64b)).collect();
+        assert_eq!(q.tx_burst(&pkts), 12);
+        let w = wqes(&mem, 0, q.send_queue().producer());
+        assert_eq!(
+            w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
+            vec![11, 1]
+        );
+        assert_eq!(closes(q.stats(), CloseReason::WqeSize), 1);
+    }
+    // Maximum packets.
+    {
+        let mem = Mem::new(256);
+        let mut lent = Lent::new(256);
+        let cfg = TxConfig {
+            inline_max: 0,
+            ..TxConfig::new()
+        };
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+        let pkts: Vec<_> = (0..33)
+            .map(|i| Packet::ptr(i, LKEY, 0x1000 * i, 64))
+            .collect();
+        assert_eq!(q.tx_burst(&pkts), 33);
+        let w = wqes(&mem, 0, q.send_queue().producer());
+        assert_eq!(
+            w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
+            vec![32, 1]
+        );
+        assert_eq!(closes(q.stats(), CloseReason::MaxPackets), 1);
+    }
+    // Maximum inline bytes.
+    {
+        let mem = Mem::new(256);
+        let mut lent = Lent::new(256);
+        let cfg = TxConfig {
+            max_inline_bytes: 200,
+            ..TxConfig::new()
+        };
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+        let pkts: Vec<_> = (0..4).map(|i| Packet::frame(i, LKEY, &f64b)).collect();
+        assert_eq!(q.tx_burst(&pkts), 4);
+        let w = wqes(&mem, 0, q.send_queue().producer());
+        assert_eq!(
+            w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
+            vec![3, 1]
+        );
+        assert_eq!(closes(q.stats(), CloseReason::MaxInlineBytes), 1);
+    }
+    // Offload mismatch, then a packet a session cannot carry (two
+    // segments), then a VLAN frame too long to inline.
+    {
+        let mem = Mem::new(256);
+        let mut lent = Lent::new(256);
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
+        let more = [Sge::new(LKEY, 0x9000, 30)];
+        let big = frame(400, 9);
+        let pkts = [
+            Packet::frame(0, LKEY, &f64b),
+            Packet::frame(1, LKEY, &f64b).with_csum(),
+            Packet::frame(2, LKEY, &f64b).with_csum(),
+            Packet::frame(3, LKEY, &f64b)
+                .with_csum()
+                .with_segments(&more),
+            Packet::frame(4, LKEY, &f64b).with_csum(),
+            Packet::frame(5, LKEY, &big).with_csum().with_vlan(0x123),
+        ];
+        assert_eq!(q.tx_burst(&pkts), 6);
+        let w = wqes(&mem, 0, q.send_queue().producer());
+        let shape: Vec<_> = w.iter().map(|w| (w.opcode, w.descs.len())).collect();
+        assert_eq!(
+            shape,
+            vec![(0x29, 1), (0x29, 2), (0x0a, 2), (0x29, 1), (0x0a, 1)]
+        );
+        assert_eq!(w[0].eth[4], 0);
+        assert_eq!(w[1].eth[4], 0xc0, "checksum flags in the title");
+        // The VLAN frame: a SEND with the VLAN-insert request.
+        assert_eq!(&w[4].eth[12..16], &[0x80, 0x00, 0x01, 0x23]);
+        let s = q.stats();
+        assert_eq!(closes(s, CloseReason::OffloadMismatch), 1);
+        assert_eq!(closes(s, CloseReason::Unsupported), 2);
+        assert_eq!(s.single_wqes, 2);
+    }
+    // A VLAN frame short enough is inlined with its tag, in the session.
+    {
+        let mem = Mem::new(64);
+        let mut lent = Lent::new(64);
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
+        let pkts = [
+            Packet::frame(0, LKEY, &f64b),
+            Packet::frame(1, LKEY, &f64b).with_vlan(0x0abc),
+        ];
+        assert_eq!(q.tx_burst(&pkts), 2);
+        let w = wqes(&mem, 0, q.send_queue().producer());
+        assert_eq!(w.len(), 1);
+        let mut tagged = f64b[..12].to_vec();
+        tagged.extend_from_slice(&[0x81, 0x00, 0x0a, 0xbc]);
+        tagged.extend_from_slice(&f64b[12..]);
+        assert_eq!(w[0].descs[1], D::Inline(tagged));
+    }
+}
+
+#[test]
+fn ring_wrap_inside_a_session() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 62, TxConfig::new());
+    let a = frame(100, 0x10);
+    let b = frame(150, 0x20);
+    let pkts = [
+        Packet::frame(1, LKEY, &a),
+        Packet::ptr(2, LKEY, 0x4000, 1500),
+        Packet::frame(3, LKEY, &b),
+    ];
+    assert_eq!(q.tx_burst(&pkts), 3);
+    let end = q.send_queue().producer();
+    let w = wqes(&mem, 62, end);
+    assert_eq!(w.len(), 1);
+    assert!(end > 64, "the session crosses the ring end");
+    assert_eq!(w[0].index, 62);
+    assert_eq!(
+        w[0].descs,
+        vec![D::Inline(a), D::Ptr(1500, LKEY, 0x4000), D::Inline(b)]
+    );
+    assert_eq!(mem.dbrec(), end & 0xffff);
+    // The completion names the session: every packet comes back.
+    let mut got = Vec::new();
+    assert_eq!(q.retire(62, |id| got.push(id)), Ok(3));
+    assert_eq!(got, vec![1, 2, 3]);
+    assert_eq!(q.send_queue().consumer(), end);
+}
+
+#[test]
+fn checksum_flags_and_metadata_are_shared() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
+    let f = frame(80, 3);
+    let off = TxOffload {
+        cs_flags: EthCsFlags::new().with_l3_csum(true).with_l4_csum(true),
+        swp_offsets: [1, 2, 3, 4],
+        swp_flags: SwpFlags::new().with_outer_l4_udp(true),
+        metadata: 0xdead_beef,
+    };
+    let pkts: Vec<_> = (0..3)
+        .map(|i| Packet::frame(i, LKEY, &f).with_offload(off))
+        .collect();
+    assert_eq!(q.tx_burst(&pkts), 3);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    assert_eq!(w.len(), 1);
+    assert_eq!(
+        w[0].eth,
+        vec![1, 2, 3, 4, 0xc0, 0x20, 0, 0, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]
+    );
+}
+
+#[test]
+fn legacy_mpw_equal_lengths() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut q: Q<'_, LegacyMpw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_mpw(268, 290, 32));
+    let a: Vec<Vec<u8>> = (0..7).map(|i| frame(64, i * 16)).collect();
+    let c = frame(100, 0x77);
+    let mut pkts: Vec<_> = a
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Packet::frame(i as u64, LKEY, f))
+        .collect();
+    pkts.push(Packet::frame(7, LKEY, &c));
+    pkts.push(Packet::ptr(8, LKEY, 0x5000, 100));
+    pkts.push(Packet::ptr(9, LKEY, 0x6000, 100));
+    assert_eq!(q.tx_burst(&pkts), 10);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    let shape: Vec<_> = w
+        .iter()
+        .map(|w| (w.opcode, w.opmod, w.eth[6], w.eth[7], w.descs.len()))
+        .collect();
+    // 4 x 64 B inline (268-byte inline room), 3 x 64 B, 1 x 100 B
+    // inline, then a pointer session of the two 100-byte pointers.
+    assert_eq!(
+        shape,
+        vec![
+            (0x0e, 1, 0, 64, 1),
+            (0x0e, 1, 0, 64, 1),
+            (0x0e, 1, 0, 100, 1),
+            (0x0e, 1, 0, 100, 2)
+        ]
+    );
+    assert_eq!(w[0].descs, vec![D::Inline(a[..4].concat())]);
+    assert_eq!(w[0].ds, 2 + 17);
+    assert_eq!(w[1].descs, vec![D::Inline(a[4..].concat())]);
+    assert_eq!(
+        w[3].descs,
+        vec![D::Ptr(100, LKEY, 0x5000), D::Ptr(100, LKEY, 0x6000)]
+    );
+    let s = q.stats();
+    assert_eq!(closes(s, CloseReason::MaxInlineBytes), 1);
+    assert_eq!(closes(s, CloseReason::LengthMismatch), 1);
+    assert_eq!(closes(s, CloseReason::DescriptorKind), 1);
+    // At most six packets per session.
+    let pkts: Vec<_> = (0..7)
+        .map(|i| Packet::ptr(i, LKEY, 0x1000 * i, 64))
+        .collect();
+    let from = q.send_queue().producer();
+    assert_eq!(q.tx_burst(&pkts), 7);
+    let w = wqes(&mem, from, q.send_queue().producer());
+    assert_eq!(
+        w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
+        vec![6, 1]
+    );
+    assert_eq!(closes(q.stats(), CloseReason::MaxPackets), 1);
+}
+
+#[test]
+fn fallback_without_capabilities() {
+    assert_eq!(TxKind::from_caps(true, true), TxKind::Empw);
+    assert_eq!(TxKind::from_caps(false, true), TxKind::LegacyMpw);
+    assert_eq!(TxKind::from_caps(false, false), TxKind::Single);
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = &mut lent;
+    let sq = sq(&mem, shadow, staging, 0, 18);
+    let mut q = AnyTxQueue::from_caps(sq, ids, TxConfig::new(), false, false).expect("tx");
+    assert_eq!(q.kind(), TxKind::Single);
+    let f = frame(64, 5);
+    let pkts = [
+        Packet::frame(1, LKEY, &f),
+        Packet::frame(2, LKEY, &f).with_csum(),
+        Packet::ptr(3, LKEY, 0x1000, 64),
+    ];
+    // The pointer-only packet needs its L2 header inlined: refused.
+    assert_eq!(q.tx_burst(&pkts), 2);
+    let AnyTxQueue::Single(inner) = &q else {
+        panic!("single")
+    };
+    let w = wqes(&mem, 0, inner.send_queue().producer());
+    assert_eq!(w.len(), 2);
+    for (i, w) in w.iter().enumerate() {
+        assert_eq!((w.opcode, w.ds), (0x0a, 4));
+        assert_eq!(&w.eth[12..14], &[0, 18], "18-byte inline L2 header");
+        assert_eq!(&w.eth[14..16], &f[..2]);
+        assert_eq!(w.descs, vec![D::Ptr(46, LKEY, f.as_ptr() as u64 + 18)]);
+        assert_eq!(w.eth[4], if i == 1 { 0xc0 } else { 0 });
+    }
+    let mut got = Vec::new();
+    assert_eq!(q.retire(1, |id| got.push(id)), Ok(2));
+    assert_eq!(got, vec![1, 2]);
+    assert_eq!(q.stats().sessions, 0);
+}
+
+#[test]
+fn cqe_every_n_sessions_and_burst_end() {
+    let mem = Mem::new(256);
+    let mut lent = Lent::new(256);
+    let cfg = TxConfig {
+        max_packets: 2,
+        cqe: CqePolicy::EverySessions(3),
+        ..TxConfig::new()
+    };
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+    let f = frame(64, 1);
+    let pkts: Vec<_> = (0..12).map(|i| Packet::frame(i, LKEY, &f)).collect();
+    assert_eq!(q.tx_burst(&pkts), 12);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    assert_eq!(
+        w.iter().map(|w| w.ce).collect::<Vec<_>>(),
+        vec![0, 0, 2, 0, 0, 2]
+    );
+    // A CQE for the third session retires six packets; a stale counter
+    // or one in the middle of a WQE is refused.
+    let mut got = Vec::new();
+    assert_eq!(q.retire(w[2].index, |id| got.push(id)), Ok(6));
+    assert_eq!(got, (0..6).collect::<Vec<_>>());
+    assert!(q.retire(w[2].index, |_| {}).is_err());
+    assert!(q.retire(w[3].index + 1, |_| {}).is_err());
+    assert_eq!(q.packets_in_flight(), 6);
+
+    // DPDK's rule: the burst's last WQE, once 32 pointer packets went by.
+    let mem = Mem::new(256);
+    let mut lent = Lent::new(256);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(0, 0, 0));
+    let pkts: Vec<_> = (0..20)
+        .map(|i| Packet::ptr(i, LKEY, 0x100 * i, 64))
+        .collect();
+    assert_eq!(q.tx_burst(&pkts), 20);
+    assert_eq!(q.tx_burst(&pkts), 20);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    assert_eq!(w.iter().map(|w| w.ce).collect::<Vec<_>>(), vec![1, 2]);
+    let mut n = 0;
+    assert_eq!(q.retire(w[1].index, |_| n += 1), Ok(40));
+}
+
+#[test]
+fn queue_full_stops_the_burst_and_one_doorbell_per_burst() {
+    let mem = Mem::new(8);
+    let mut lent = Lent::new(8);
+    let cfg = TxConfig {
+        inline_max: 0,
+        ..TxConfig::new()
+    };
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+    // 8 WQEBBs = 32 DS: 30 pointer packets in one session, then full.
+    let pkts: Vec<_> = (0..40)
+        .map(|i| Packet::ptr(i, LKEY, 0x100 * i, 64))
+        .collect();
+    assert_eq!(q.tx_burst(&pkts), 30);
+    assert_eq!(q.send_queue().producer(), 8);
+    assert_eq!(mem.dbrec(), 8);
+    assert_eq!(q.tx_burst(&pkts), 0, "nothing fits until a CQE is retired");
+    let mut n = 0;
+    assert_eq!(q.retire(0, |_| n += 1), Ok(30));
+    assert_eq!(q.tx_burst(&pkts[..3]), 3);
+    assert_eq!(mem.dbrec(), 10, "2 + 3 DS: two WQEBBs");
+    {
+        // A batch never completed publishes nothing.
+        let mut b = q.start();
+        assert_eq!(
+            b.push(&Packet::ptr(0, LKEY, 0, 10)),
+            Err(TxError::BadLength)
+        );
+        assert_eq!(b.push(&Packet::ptr(1, LKEY, 0, 100)), Ok(()));
+    }
+    assert_eq!(mem.dbrec(), 10, "an abandoned batch rings nothing");
+}
+
+/// xorshift64*: the deterministic generator of the random bursts.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<T: Copy>(&mut self, v: &[T]) -> T {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
+/// A random frame length: mostly the minimum-size frames the burst path
+/// copies with fixed moves, then every other class (short, long, too
+/// short, pointer-sized).
+fn random_len(rng: &mut Rng) -> usize {
+    match rng.below(10) {
+        0..=3 => rng.pick(&[60, 64, 64, 64]),
+        4 => 32 + rng.below(33) as usize,
+        5 => 19 + rng.below(13) as usize,
+        6 => 65 + rng.below(240) as usize,
+        7 => 300 + rng.below(1300) as usize,
+        8 => rng.below(19) as usize,
+        _ => rng.pick(&[19, 31, 32, 33, 63, 65, 268, 269]),
+    }
+}
+
+/// A burst of random packets over `frames` (as long as the burst): mixed
+/// frames and pointers, lengths, offload values, and now and then VLAN
+/// insertion, more segments or TSO.
+fn random_burst<'d>(
+    rng: &mut Rng,
+    frames: &'d [Vec<u8>],
+    more: &'d [Sge],
+    id0: u64,
+) -> Vec<Packet<'d>> {
+    let offloads = [
+        TxOffload::NONE,
+        TxOffload {
+            cs_flags: EthCsFlags::new().with_l3_csum(true).with_l4_csum(true),
+            ..TxOffload::NONE
+        },
+        TxOffload {
+            swp_offsets: [1, 2, 3, 4],
+            swp_flags: SwpFlags::new().with_outer_l4_udp(true),
+            metadata: 0xdead_beef,
+            ..TxOffload::NONE
+        },
+    ];
+    let same_offload = rng.below(2) == 0;
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let id = id0 + i as u64;
+            let mut p = if rng.below(5) == 0 {
+                Packet::ptr(id, LKEY, 0x10_0000 + 0x1000 * i as u64, f.len() as u32)
+            } else {
+                Packet::frame(id, LKEY, f)
+            };
+            if !same_offload && rng.below(6) == 0 {
+                p = p.with_offload(rng.pick(&offloads));
+            }
+            match rng.below(40) {
+                0 | 1 => p = p.with_vlan(0x0abc),
+                2 => p = p.with_segments(more),
+                3 => p = p.with_tso(1000, 54),
+                _ => {}
+            }
+            p
+        })
+        .collect()
+}
+
+/// Everything the device or a caller can see of a queue.
+fn observe<M: TxMode>(
+    q: &Q<'_, M>,
+    mem: &Mem,
+) -> (Vec<u8>, u32, Vec<u8>, TxStats, u32, u32, Vec<SqShadowEntry>) {
+    let sq = q.send_queue();
+    let shadow = (0..sq.wqe_cnt() as usize)
+        .map(|i| *sq.shadow(i).expect("slot"))
+        .collect();
+    (
+        mem.ring(),
+        mem.dbrec(),
+        mem.db(),
+        *q.stats(),
+        sq.producer(),
+        q.packets_in_flight(),
+        shadow,
+    )
+}
+
+/// The burst path ([`TxQueue::tx_burst`]) and [`TxBatch::push`] packet by
+/// packet produce the same ring bytes, doorbells, shadow, counters and
+/// completions, on random bursts of mixed packets over random limits,
+/// ring sizes and start positions (ring and id-ring wraps inside
+/// sessions, full queues, refused packets), in every mode.
+#[test]
+fn burst_path_matches_push() {
+    let cases = if cfg!(miri) { 2 } else { 300 };
+    for case in 0..cases {
+        compare_paths::<Empw>(case);
+        compare_paths::<SingleWqe>(case);
+        compare_paths::<LegacyMpw>(case);
+    }
+}
+
+fn compare_paths<M: TxMode>(case: u64) {
+    let more = [Sge::new(LKEY, 0x9000, 30)];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
+    let wqe_cnt = rng.pick(&[16usize, 64, 256]);
+    let ids_len = rng.pick(&[32usize, 64, 1024]);
+    let cfg = TxConfig {
+        inline_max: rng.pick(&[0, 40, 63, 64, 100, 268]),
+        max_packets: rng.pick(&[1, 3, 12, 32, 100]),
+        max_inline_bytes: rng.pick(&[64, 200, 924]),
+        max_wqe_bytes: rng.pick(&[48, 256, 512, 960, 1008]),
+        single_inline_max: rng.pick(&[0, 0, 100]),
+        cqe: rng.pick(&[
+            CqePolicy::EverySessions(1),
+            CqePolicy::EverySessions(3),
+            CqePolicy::BurstEnd {
+                packets: 32,
+                wqebbs: 0,
+            },
+            CqePolicy::BurstEnd {
+                packets: 8,
+                wqebbs: 16,
+            },
+        ]),
+        unsignaled_ce: rng.pick(&[CompletionMode::OnlyErr, CompletionMode::OnlyFirstErr]),
+    };
+    let start_pi = rng.pick(&[0, wqe_cnt as u32 - 3, 0xffff_fff0, 0x1_0000 - 5]);
+    let min_inline = rng.pick(&[0u8, 18]);
+    let (mem_a, mem_b) = (Mem::new(wqe_cnt), Mem::new(wqe_cnt));
+    let mut lent_a = Lent::new(wqe_cnt);
+    let mut lent_b = Lent::new(wqe_cnt);
+    lent_a.ids.truncate(ids_len);
+    lent_b.ids.truncate(ids_len);
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = &mut lent_a;
+    let mut a: Q<'_, M> =
+        TxQueue::new(sq(&mem_a, shadow, staging, start_pi, min_inline), ids, cfg).expect("a");
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = &mut lent_b;
+    let mut b: Q<'_, M> =
+        TxQueue::new(sq(&mem_b, shadow, staging, start_pi, min_inline), ids, cfg).expect("b");
+    for burst in 0..12u64 {
+        let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|i| frame(random_len(&mut rng), (burst * 31 + i as u64) as u8))
+            .collect();
+        let pkts = random_burst(&mut rng, &frames, &more, burst * 1000);
+        // `tx_burst` and `push_each`, opened up to compare the batches.
+        let mut ba = a.start();
+        let ka = ba.push_burst(&pkts);
+        let sa = (ba.inline, ba.wqes, ba.last, ba.open.is_some());
+        ba.complete();
+        let mut bb = b.start();
+        let kb = pkts.iter().take_while(|p| bb.push(p).is_ok()).count();
+        let sb = (bb.inline, bb.wqes, bb.last, bb.open.is_some());
+        bb.complete();
+        let what = format!(
+            "{:?} case {case} burst {burst}: {cfg:?} ring {wqe_cnt} ids {ids_len} min_inline {min_inline}",
+            M::KIND
+        );
+        assert_eq!((ka, sa), (kb, sb), "{what}");
+        assert_eq!(format!("{:?}", a.done), format!("{:?}", b.done), "{what}");
+        assert!(observe(&a, &mem_a) == observe(&b, &mem_b), "{what}");
+        // Retire up to a random WQE in flight, on both.
+        let sq = a.send_queue();
+        let starts: Vec<u32> = (0..sq.outstanding())
+            .map(|d| sq.consumer().wrapping_add(d))
+            .filter(|&c| {
+                sq.shadow((c & (sq.wqe_cnt() - 1)) as usize)
+                    .is_some_and(|e| e.wqebbs() != 0)
+            })
+            .collect();
+        if !starts.is_empty() && rng.below(3) != 0 {
+            let c = rng.pick(&starts) as u16;
+            let (mut ga, mut gb) = (Vec::new(), Vec::new());
+            assert_eq!(
+                a.retire(c, |id| ga.push(id)),
+                b.retire(c, |id| gb.push(id)),
+                "{what}"
+            );
+            assert_eq!(ga, gb, "{what}");
+        }
+    }
+}
