@@ -1,45 +1,64 @@
 //! The burst poller, [`Cq::poll_burst`]: DPDK's vectorised Rx shape
-//! (`mlx5_rx_burst_vec`) on top of the general poller of `mod.rs`.
+//! (`mlx5_rx_burst_vec`, `mlx5_rxtx_vec_*.h`) on the state of the general
+//! poller of `mod.rs`. Specialised once per call for the layout, the slot
+//! size (`S`, a constant) and the mini writer of the CQ's decoder path
+//! (each SIMD instantiation compiled with its target feature).
 //!
-//! Per group of regular CQEs:
-//! 1. the ownership byte of each of up to `out.len()` entries is read once
-//!    (volatile), with the ring geometry, the consumer index and the owner
-//!    phase (`ci & entries`) in registers; the scan stops at the first
-//!    entry that is not owned, or after the first owned one that is not a
-//!    plain CQE (basic layout: opcode, format and owner bit are all in the
-//!    ownership byte `op_own`, PRM-FACTS §9.1–§9.2);
+//! Regular CQEs (basic layout or none), per run of consecutive entries up
+//! to the ring's end (one owner phase):
+//! 1. the ownership byte of each entry is read once (volatile), eight per
+//!    loop test. The first is classified by one table lookup ("plain": REQ
+//!    or a successful responder opcode, format 0 or 1, owner bit of this
+//!    pass; "owned, not plain": a title, error, resize…, ends the group;
+//!    "not owned": ends the scan; PRM-FACTS §9.1–§9.2); the next ones only
+//!    compared with it while equal (the usual stream), classified one by
+//!    one after that;
 //! 2. one from-device barrier for the whole group;
-//! 3. each entry is copied out once (bytes 32–63 first, the rest only if
-//!    the entry needs it) and the copy decoded straight into a
-//!    [`CompletionSummary`], its wr_id resolved through [`WorkQueues`].
+//! 3. each plain entry's fields (`byte_cnt`, `wqe_counter`; `op_own` unless
+//!    the group shares the first byte; `sop_drop_qpn` and `srqn_uidx` when
+//!    a work queue maps the wr_id) are copied once and decoded into a
+//!    [`CompletionSummary`], two quadword stores. The entry that ended the
+//!    group is copied whole: a session title opens its session, anything
+//!    else goes to the general steps ([`Cq::take_copied`], the tail of
+//!    `advance_in`).
+//!
+//! Compressed sessions, when the work queue's wr_id is the reported
+//! `wqe_counter` ([`WorkQueues::WR_ID_IS_WQE_COUNTER`]) and the title is a
+//! successful requester or (cyclic RQ) responder CQE: each mini array (a
+//! basic array slot, an enhanced compressed CQE) is copied once into
+//! registers and written straight into eight (enhanced: seven) summaries
+//! by a [`SummaryWriter`] (per mini or pair of minis one byte shuffle, an
+//! add or two, a store), a basic array's slot and holes invalidated in one
+//! unrolled pass. Everything else (an array or block `out` has no room
+//! for, other work queues, striding RQs, error titles) goes through the
+//! session's [`super::MiniBatch`] as the general poller decodes it.
+//!
+//! The enhanced layout goes entry by entry (`Cq::enhanced_loop`): validity
+//! bytes for a group at a time, one barrier per group, each entry copied
+//! whole and decoded from the copy.
 //!
 //! STYLE point 8 holds per entry: its ownership byte is read once before
-//! the barrier, its body copied once after it, and only the copy is
-//! decoded. Anything that is not a plain successful completion (error
-//! CQEs, resize, inline-64 scatter, unknown opcodes, compressed titles,
-//! striding-RQ responders) is decoded from the same copy by the general
-//! steps ([`Cq::take_copied`], the tail of `advance_in`).
-//!
-//! Compressed sessions are handed out a mini array at a time: the title's
-//! opcode and queue are resolved once per session, the array decoded once
-//! by the CQ's [`super::UnzipPath`] into the current [`super::MiniBatch`],
-//! the summaries written lane by lane from it, and the array's slots
-//! invalidated in one pass (basic layout). Sessions the fast path does not
-//! cover (striding RQ responders, error or resize titles) go through the
-//! general poller one mini at a time.
+//! the barrier, the bytes it is decoded from copied once after it, and only
+//! the copy is decoded.
 //!
 //! The result is the general poller's, completion for completion: same
 //! summaries, consumer index, invalidated slots, doorbell-record writes,
-//! errors and error log (property test `burst_matches_poll_on_random_streams`).
+//! errors and error log (property test `burst_matches_poll_on_random_streams`,
+//! against `poll` and against `start_poll`/`next_poll`/`end_poll`).
 #![forbid(unsafe_code)]
 
+use super::mem::{
+    store_summary, CqeCopy, PlainFields, Run, SizedRing, FIELDS_COUNTER, FIELDS_IDS, FIELDS_OPCODE,
+    OP_OWN, VALIDITY,
+};
+use super::zip::{self, Fused, MiniView, ScalarWriter, SummaryWriter, Unzip};
 use super::{
-    lookup_error, zip, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, WorkQueues,
-    WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64, FORMAT_MASK, NO_ZIP, OP_REQ,
-    OP_RESP_SEND_INV, OP_RESP_WR_IMM, QPN_MASK,
+    lookup_error, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title, UnzipPath,
+    WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_MASK, NO_ZIP, OP_REQ,
+    OP_RESP_SEND_INV, QPN_MASK,
 };
 use crate::barrier;
-use crate::prm::{Cqe64, CqeOpcode, MiniCqeArray, WcStatus, MINI_CQE_ARRAY_SIZE};
+use crate::prm::{CqeOpcode, MiniCqeArray, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
 
 /// `IBV_WC_SUCCESS`, raw.
 const SUCCESS: u16 = WcStatus::Success.raw() as u16;
@@ -101,43 +120,163 @@ const fn plain(op_own: u8, limit: u8) -> bool {
     (op_own.rotate_right(4) & 0x9f) < limit
 }
 
+/// Classes of a basic-layout ownership byte ([`CLASSES`]).
+const NOT_OWNED: u8 = 0;
+/// Owned and [`plain`].
+const PLAIN: u8 = 1;
+/// Owned, not plain: decoded by the general steps.
+const ODD: u8 = 2;
+
+/// The class of every `op_own` value for a pass of parity `phase`, when
+/// opcodes below `limit` are plain (PRM-FACTS §9.2: owned iff the opcode
+/// is not INVALID and the owner bit equals the parity).
+const fn classes(limit: u8, phase: u8) -> [u8; 256] {
+    let mut t = [NOT_OWNED; 256];
+    let mut b = 0;
+    while b < 256 {
+        let op_own = b as u8;
+        t[b] = if plain(op_own ^ phase, limit) {
+            PLAIN
+        } else if op_own >> 4 != CqeOpcode::Invalid.raw() && op_own & 1 == phase {
+            ODD
+        } else {
+            NOT_OWNED
+        };
+        b += 1;
+    }
+    t
+}
+
+/// Opcodes decoded inline: REQ and the four successful responder opcodes;
+/// REQ only on a striding RQ (strides, fillers).
+const fn plain_limit(striding_rq: bool) -> u8 {
+    if striding_rq {
+        OP_REQ + 1
+    } else {
+        OP_RESP_SEND_INV + 1
+    }
+}
+
+/// `CLASSES[striding_rq][phase][op_own]`: step 1's whole decision in one
+/// load (1 KiB, read-only).
+static CLASSES: [[[u8; 256]; 2]; 2] = [
+    [
+        classes(plain_limit(false), 0),
+        classes(plain_limit(false), 1),
+    ],
+    [classes(plain_limit(true), 0), classes(plain_limit(true), 1)],
+];
+
 impl Cq {
     /// DPDK-style burst: fills `out` with up to `out.len()` completions as
     /// small `Copy` values and writes the doorbell record once if anything
     /// was consumed. Returns the count; entries of `out` past it may have
     /// been overwritten (whole mini arrays are written at once).
     ///
+    /// A [`CompletionSummary`] carries the wr_id (from the work queue's
+    /// shadow through [`WorkQueues`], e.g. the send queue for requester
+    /// completions; with [`super::RawCounters`] the reported
+    /// `wqe_counter`), the byte count as reported (striding RQ: the
+    /// [`crate::prm::MprqByteCnt`] word), the status, the CQE opcode and
+    /// whether it came from a mini-CQE. Everything else is on the
+    /// [`super::Completion`] the other APIs hand out.
+    ///
     /// Equivalent to [`Self::poll`] with `out.len()` as the maximum and
     /// [`super::Completion::summary`] of each completion (the same
     /// completions, consumer index, slot invalidations, doorbell writes and
     /// errors), but with one from-device barrier per group of owned CQEs,
-    /// and whole mini arrays per step (module documentation).
+    /// and whole mini arrays per step (module documentation). The loop is
+    /// specialised (once per call) for the compression layout, the CQE
+    /// size and the CQ's [`UnzipPath`].
     #[inline]
     pub fn poll_burst<W: WorkQueues>(
         &mut self,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> Result<usize, PollError> {
+        let wide = self.ring.stride() == 128;
         match self.cfg.compression {
-            None => self.burst_in::<NO_ZIP, W>(wqs, out),
-            Some((Layout::Basic, _)) => self.burst_in::<BASIC, W>(wqs, out),
-            Some((Layout::Enhanced, _)) => self.burst_in::<ENHANCED, W>(wqs, out),
+            None => self.burst_scalar::<NO_ZIP, W>(wide, wqs, out),
+            Some((Layout::Basic, _)) => self.burst_zip::<BASIC, W>(wide, wqs, out),
+            Some((Layout::Enhanced, _)) => self.burst_zip::<ENHANCED, W>(wide, wqs, out),
         }
     }
 
-    /// [`Self::poll_burst`] for layout `M`: out of line, so that each
-    /// layout's loop gets the registers to itself.
-    #[inline(never)]
-    fn burst_in<const M: u8, W: WorkQueues>(
+    /// [`Self::poll_burst`] on a compressed CQ: picks the mini writer of
+    /// the CQ's [`UnzipPath`] (only used with
+    /// [`WorkQueues::WR_ID_IS_WQE_COUNTER`]).
+    #[inline(always)]
+    fn burst_zip<const M: u8, W: WorkQueues>(
         &mut self,
+        wide: bool,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        if !W::WR_ID_IS_WQE_COUNTER {
+            return self.burst_scalar::<M, W>(wide, wqs, out);
+        }
+        match self.cfg.unzip {
+            UnzipPath::Scalar => self.burst_scalar::<M, W>(wide, wqs, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            UnzipPath::Sse41(t) => super::zip_x86::burst_sse41::<M, W>(t, wide, self, wqs, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            UnzipPath::Avx2(t) => super::zip_x86::burst_avx2::<M, W>(t, wide, self, wqs, out),
+            #[cfg(target_arch = "aarch64")]
+            UnzipPath::Neon(t) => super::zip_neon::burst_neon::<M, W>(t, wide, self, wqs, out),
+        }
+    }
+
+    /// [`Self::poll_burst`] with the scalar mini writer: out of line, so
+    /// that each layout's loop gets the registers to itself.
+    #[inline(never)]
+    fn burst_scalar<const M: u8, W: WorkQueues>(
+        &mut self,
+        wide: bool,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        if wide {
+            self.burst_in::<M, 128, W, _>(ScalarWriter, wqs, out)
+        } else {
+            self.burst_in::<M, 64, W, _>(ScalarWriter, wqs, out)
+        }
+    }
+
+    /// [`Self::poll_burst`] for layout `M`, slot size `S` and mini writer
+    /// `D` (inlined into each instantiation: the SIMD ones are compiled
+    /// with their target feature). Whole mini arrays of an open basic
+    /// session (a compressed stream's bulk) are written here, straight
+    /// line; everything else by [`Self::burst_loop`], out of line on a
+    /// compressed CQ.
+    #[inline(always)]
+    pub(super) fn burst_in<const M: u8, const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        d: D,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> Result<usize, PollError> {
         if self.broken {
             return Err(PollError::Broken);
         }
+        // (`poll_burst` picked `S` from the ring: never `None`.)
+        let Some(ring) = self.ring.sized::<S>() else {
+            return Ok(0);
+        };
         let start = self.ci;
-        let (n, result) = self.burst_loop::<M, W>(wqs, out);
+        let mut n = 0;
+        if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
+            n = self.basic_arrays::<S, D>(ring, d, out);
+        }
+        let mut result = Ok(());
+        if let Some(rest) = out.get_mut(n..).filter(|r| !r.is_empty()) {
+            let (k, r) = if M == NO_ZIP || M == ENHANCED {
+                self.burst_loop::<M, S, W, D>(ring, d, wqs, rest)
+            } else {
+                d.burst_loop::<M, S, W>(self, ring, wqs, rest)
+            };
+            n += k;
+            result = r;
+        }
         // As `poll_in`: publish whatever was consumed, error or not.
         if n > 0 || self.ci != start {
             self.update_ci();
@@ -148,27 +287,26 @@ impl Cq {
     /// Fills `out`; returns the count and why it stopped early, if it did
     /// with an error.
     #[inline(always)]
-    fn burst_loop<const M: u8, W: WorkQueues>(
+    pub(super) fn burst_loop<const M: u8, const S: usize, W: WorkQueues, D: SummaryWriter>(
         &mut self,
+        ring: SizedRing<S>,
+        d: D,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
+        if M == ENHANCED {
+            return self.enhanced_loop::<S, W, D>(ring, d, wqs, out);
+        }
         let max = out.len();
         let mut n = 0;
-        // The ring geometry and owner phase, in registers for the burst.
-        let ring = self.ring;
+        // The ring geometry, in registers for the burst (a local copy is
+        // not reloaded after a barrier).
         let size = self.size;
         let entries = size.entries();
-        // Opcodes decoded inline: REQ and the four successful responder
-        // opcodes; REQ only on a striding RQ (strides, fillers).
-        let limit = if self.cfg.striding_rq {
-            OP_REQ + 1
-        } else {
-            OP_RESP_SEND_INV + 1
-        };
+        let classes = &CLASSES[usize::from(self.cfg.striding_rq)];
         while n < max {
             if M != NO_ZIP && self.session.is_some() {
-                let (k, r) = self.burst_session::<M, W>(wqs, &mut out[n..]);
+                let (k, r) = self.burst_session::<M, S, W, D>(ring, d, wqs, &mut out[n..]);
                 n += k;
                 match r {
                     Ok(true) => continue,
@@ -176,147 +314,316 @@ impl Cq {
                     Err(e) => return (n, Err(e)),
                 }
             }
-            // Step 1: the ownership byte of each entry, once (PRM-FACTS
-            // §9.2). `ci & entries` is the pass parity. Basic layout (or
-            // none): `plain` entries, then at most one owned entry that is
-            // not plain (`odd`: a title, error, resize…; a title's arrays
-            // carry no ownership byte, so the scan stops there).
             let ci0 = self.ci;
-            let want = (max - n).min(entries as usize) as u32;
-            let mut plain_n = 0u32;
-            let mut odd = false;
-            while plain_n < want {
-                let ci = ci0.wrapping_add(plain_n);
-                let entry = ring.entry(ci);
-                if M == ENHANCED {
-                    // The validity byte; the format is decoded from the copy.
-                    if ring.read_validity(entry) != size.iteration(ci) {
-                        break;
-                    }
-                } else {
-                    let op_own = ring.read_op_own(entry);
-                    let phase = u8::from(ci & entries != 0);
-                    if !plain(op_own ^ phase, limit) {
-                        odd = op_own >> 4 != CqeOpcode::Invalid.raw() && op_own & 1 == phase;
-                        break;
-                    }
-                }
-                plain_n += 1;
-            }
-            if plain_n == 0 && !odd {
+            let run = ring.run(ci0, max - n);
+            // Step 1: the ownership byte of each entry, once, classified
+            // by one table lookup (`ci & entries` is the pass parity). While
+            // the bytes equal the first one (the usual stream: one opcode,
+            // one owner phase) an equality test does; a group of equal bytes
+            // is then decoded with its opcode fixed.
+            let class = &classes[usize::from(ci0 & entries != 0)];
+            let Some((b0, k, stop)) = run.scan_same::<OP_OWN>(|b| class[usize::from(b)] == PLAIN)
+            else {
                 break;
-            }
-            // Step 2: every read of the group's bodies after their
-            // ownership bytes.
-            barrier::from_device();
-            // Step 3: one copy per entry, decoded.
-            if M == ENHANCED {
-                let (k, r) = self.enhanced_group::<W>(wqs, &mut out[n..], plain_n, limit);
-                n += k;
-                match r {
-                    Ok(true) => continue,
-                    Ok(false) => break,
-                    Err(e) => return (n, Err(e)),
+            };
+            let (plain_n, stop) = match stop {
+                Some(b) if k > 0 && class[usize::from(b)] == PLAIN => {
+                    // Plain entries with other bytes follow: out of line.
+                    match Self::mixed_group::<S, W>(wqs, &mut out[n..], run, k, class) {
+                        Ok(r) => r,
+                        Err((i, e)) => {
+                            // The failing CQE is consumed (as by `advance_in`).
+                            self.ci = ci0.wrapping_add(i as u32 + 1);
+                            return (n + i, Err(e));
+                        }
+                    }
                 }
-            }
-            let mut ci = ci0;
-            let group = &mut out[n..n + plain_n as usize];
-            for (i, slot) in group.iter_mut().enumerate() {
-                // Plain by its ownership byte: the tail of the copy is all
-                // the summary needs.
-                let entry = ring.entry(ci);
-                let mut cqe = Cqe64::default();
-                ring.copy_cqe_tail_to(entry, &mut cqe);
-                ci = ci.wrapping_add(1);
-                match resolve_plain(wqs, &cqe) {
-                    Ok(s) => *slot = s,
-                    Err(e) => {
-                        self.ci = ci;
+                stop => {
+                    if k == 0 && !matches!(stop, Some(b) if class[usize::from(b)] == ODD) {
+                        break;
+                    }
+                    // Step 2: every read of the group's bodies after its
+                    // ownership bytes.
+                    barrier::from_device();
+                    // Step 3: the plain entries' fields, copied once,
+                    // decoded; every entry's opcode is `b0`'s.
+                    let group = run.prefix(k);
+                    let decoded = if W::WR_ID_IS_WQE_COUNTER {
+                        let hi = regular_high_word(0, b0);
+                        group.decode_plain::<FIELDS_COUNTER, _, PollError>(
+                            &mut out[n..],
+                            |f, slot| {
+                                let wr_id = u64::from(f.wqe_counter);
+                                store_summary(slot, wr_id, hi | u64::from(f.byte_cnt));
+                                Ok(())
+                            },
+                        )
+                    } else {
+                        group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
+                            let wr_id = resolve_plain(wqs, &f)?;
+                            store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
+                            Ok(())
+                        })
+                    };
+                    if let Err((i, e)) = decoded {
+                        // The failing CQE is consumed (as by `advance_in`).
+                        self.ci = ci0.wrapping_add(i as u32 + 1);
                         return (n + i, Err(e));
                     }
+                    (k, stop)
                 }
+            };
+            let odd = matches!(stop, Some(b) if class[usize::from(b)] == ODD);
+            n += plain_n;
+            self.ci = ci0.wrapping_add(plain_n as u32);
+            if !odd {
+                if stop.is_some() {
+                    // Not owned: the CQ is empty.
+                    break;
+                }
+                // The run ended (ring's end or `out` full).
+                continue;
             }
-            n += plain_n as usize;
-            self.ci = ci;
-            if odd && n < max {
-                // The whole copy, the general steps.
-                let mut cqe = Cqe64::default();
-                ring.copy_cqe_to(ring.entry(ci), &mut cqe);
-                match self.take_copied::<M, W>(wqs, cqe, ci) {
-                    Ok(Taken::Reported) => {
-                        out[n] = self.cur.summary();
-                        n += 1;
-                    }
-                    Ok(Taken::Skipped | Taken::Session) => {}
-                    // (Enhanced only.)
-                    Ok(Taken::Stop) => break,
-                    Err(e) => return (n, Err(e)),
+            // The entry that ended the group: owned (its byte was read
+            // before the barrier), the general steps.
+            let Some(entry) = run.entry(plain_n) else {
+                break;
+            };
+            let Some(slot) = out.get_mut(n) else {
+                break;
+            };
+            if M == BASIC && matches!(stop, Some(b) if b & FORMAT_MASK == FORMAT_COMPRESSED) {
+                // A session's title (the stream's usual odd entry): copied
+                // whole into `cur`, the session opened (as `take_copied`).
+                ring.ring().copy_cqe_to(entry, &mut self.cur.cqe);
+                if let Err(e) = self.open_basic::<M>() {
+                    return (n, Err(e));
                 }
+                continue;
+            }
+            match self.take_odd::<M, W>(wqs, entry, slot) {
+                Ok(reported) => n += usize::from(reported),
+                Err(e) => return (n, Err(e)),
             }
         }
         (n, Ok(()))
     }
 
-    /// Enhanced layout, step 3 for `owned` entries whose validity bytes
-    /// matched: plain CQEs decoded inline (each kept as the title of
-    /// following minis), anything else by the general steps. `Ok(false)`:
-    /// the CQ is empty.
-    #[inline(always)]
-    fn enhanced_group<W: WorkQueues>(
-        &mut self,
+    /// Steps 1 to 3 for a group whose first `k` entries share one
+    /// ownership byte and whose entry `k` (read) is plain with another: the
+    /// rest of the group's bytes classified one by one, one barrier, each
+    /// entry's opcode from its copy. Returns the group's length and the
+    /// byte that ended it, or the index of a failing entry and its error.
+    #[inline(never)]
+    fn mixed_group<const S: usize, W: WorkQueues>(
         wqs: &mut W,
         out: &mut [CompletionSummary],
-        owned: u32,
-        limit: u8,
-    ) -> (usize, Result<bool, PollError>) {
-        let ring = self.ring;
+        run: Run<S>,
+        k: usize,
+        class: &[u8; 256],
+    ) -> Result<(usize, Option<u8>), (usize, PollError)> {
+        // Step 1, continued after entry `k`.
+        let (plain_n, stop) = run.scan_from::<OP_OWN>(k + 1, |b| class[usize::from(b)] == PLAIN);
+        // Step 2.
+        barrier::from_device();
+        // Step 3.
+        let group = run.prefix(plain_n);
+        if W::WR_ID_IS_WQE_COUNTER {
+            group.decode_plain::<FIELDS_OPCODE, _, PollError>(out, |f, slot| {
+                let hi = regular_high_word(f.byte_cnt, f.op_own);
+                store_summary(slot, u64::from(f.wqe_counter), hi);
+                Ok(())
+            })?;
+        } else {
+            group.decode_plain::<FIELDS_IDS, _, _>(out, |f, slot| {
+                let wr_id = resolve_plain(wqs, &f)?;
+                store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
+                Ok(())
+            })?;
+        }
+        Ok((plain_n, stop))
+    }
+
+    /// Basic layout (or none): the owned entry that ended a group of plain
+    /// ones, copied whole and decoded by the general steps; its summary
+    /// into `slot` if it is reported (`Ok(true)`).
+    #[inline(never)]
+    fn take_odd<const M: u8, W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        entry: super::Entry,
+        slot: &mut CompletionSummary,
+    ) -> Result<bool, PollError> {
+        let cqe = self.ring.copy_cqe(entry);
+        Ok(match self.take_copied::<M, W>(wqs, cqe, self.ci)? {
+            Taken::Reported => {
+                *slot = self.cur.summary();
+                true
+            }
+            Taken::Skipped | Taken::Session | Taken::Stop => false,
+        })
+    }
+
+    /// Enhanced layout (PRM-FACTS §10.5), entry by entry: ownership by the
+    /// validity byte, read for a group of entries at a time with one
+    /// from-device barrier per group; each entry copied once, whole, and
+    /// decoded from the copy: plain CQEs inline (the last one kept as the
+    /// title of following minis), compressed CQEs written whole when they
+    /// can be (else a session of the general poller), anything else by
+    /// the general steps.
+    #[inline(always)]
+    fn enhanced_loop<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        let max = out.len();
+        let size = self.size;
+        let limit = plain_limit(self.cfg.striding_rq);
+        let view = self.cfg.compression.map(|(_, format)| MiniView {
+            format,
+            striding: self.cfg.striding_rq,
+        });
         let mut n = 0;
-        let mut ci = self.ci;
-        let end = ci.wrapping_add(owned);
-        while ci != end && n < out.len() {
-            let entry = ring.entry(ci);
-            let mut cqe = Cqe64::default();
-            ring.copy_cqe_to(entry, &mut cqe);
-            // (The owner bit is not used in this layout.)
-            if plain(cqe.op_own.into_bits() & !1, limit) {
-                // The title of following minis.
-                self.track_title(&cqe);
-                self.cur.cqe = cqe;
-                ci = ci.wrapping_add(1);
-                match resolve_plain(wqs, &cqe) {
-                    Ok(s) => {
-                        out[n] = s;
-                        n += 1;
-                    }
-                    Err(e) => {
-                        self.ci = ci;
-                        return (n, Err(e));
-                    }
+        // Entries from `self.ci` on whose validity bytes were read (and
+        // matched) before the last barrier.
+        let mut owned = 0usize;
+        // The last plain CQE reported: the title once committed.
+        let mut title: Option<CqeCopy> = None;
+        // The whole-block plan of the committed title and the writer's
+        // constants for it (`None` inside: not known yet).
+        let mut plan: Option<Option<(Fused, D::Prepared)>> = None;
+        let result = loop {
+            if self.session.is_some() {
+                let (k, r) = self.session_lanes::<ENHANCED, W>(wqs, &mut out[n..]);
+                n += k;
+                match r {
+                    Ok(true) => {}
+                    Ok(false) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+                if n >= max {
+                    break Ok(());
                 }
                 continue;
             }
-            self.ci = ci;
-            // A compressed CQE: its minis decoded against the title now.
-            match self.decode_enhanced(&cqe) {
-                Ok(true) => return (n, Ok(true)),
-                Ok(false) => {}
-                Err(e) => return (n, Err(e)),
+            if n >= max {
+                break Ok(());
             }
-            match self.take_copied::<ENHANCED, W>(wqs, cqe, ci) {
+            let ci = self.ci;
+            if owned == 0 {
+                // Step 1: the validity bytes (PRM-FACTS §9.2) of up to the
+                // rest of the burst; the format is decoded from each copy.
+                let run = ring.run(ci, max - n);
+                let vic = size.iteration(ci);
+                owned = run.scan_from::<VALIDITY>(0, |v| v == vic).0;
+                if owned == 0 {
+                    break Ok(());
+                }
+                // Step 2: every read of the group's bodies after them.
+                barrier::from_device();
+            }
+            // Step 3: one copy, decoded.
+            let copy = ring.ring().copy_out(ring.entry(ci));
+            let cqe = copy.to_cqe();
+            let op_own = cqe.op_own.into_bits();
+            // (The owner bit is not used in this layout.)
+            if plain(op_own & !1, limit) {
+                let f = plain_fields(&cqe);
+                title = Some(copy);
+                self.ci = ci.wrapping_add(1);
+                owned -= 1;
+                let wr_id = if W::WR_ID_IS_WQE_COUNTER {
+                    u64::from(f.wqe_counter)
+                } else {
+                    match resolve_plain(wqs, &f) {
+                        Ok(wr_id) => wr_id,
+                        Err(e) => break Err(e),
+                    }
+                };
+                if let Some(slot) = out.get_mut(n) {
+                    store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
+                }
+                n += 1;
+                continue;
+            }
+            // Minis decode against the latest title: commit it first.
+            if let Some(t) = title.take() {
+                self.commit_title(t);
+                plan = None;
+            }
+            if op_own & FORMAT_MASK == FORMAT_COMPRESSED {
+                let count = zip::enhanced_count(cqe.op_own) as usize;
+                let room = max - n;
+                if W::WR_ID_IS_WQE_COUNTER
+                    && self.title == Title::InCur
+                    && count <= ENHANCED_MAX_MINIS
+                    && count <= room
+                {
+                    let fused = *plan.get_or_insert_with(|| {
+                        let title = &self.cur.cqe;
+                        let plan = Fused::new(Unzip::new(title, view?), title.op_own.opcode())?;
+                        Some((plan, d.prepare(plan)))
+                    });
+                    if let (Some((pl, p)), Some(dst)) = (
+                        fused,
+                        out.get_mut(n..)
+                            .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>()),
+                    ) {
+                        // The block's minis, straight into the summaries;
+                        // it stands for `count` consumer indices.
+                        d.write(&p, copy, self.running, dst);
+                        self.running = pl.end_running(self.running, count as u32);
+                        self.ci = ci.wrapping_add(count as u32);
+                        owned = owned.saturating_sub(count);
+                        n += count;
+                        continue;
+                    }
+                }
+                // The general steps: a session of this CQE's minis (or a
+                // malformed block: an error).
+                match self.decode_enhanced(&cqe) {
+                    Ok(_) => {
+                        // (Its holes are not owned.)
+                        owned = 0;
+                        continue;
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
+            // Anything else: the general steps (they consume it, or not).
+            let taken = self.take_copied::<ENHANCED, W>(wqs, cqe, ci);
+            let consumed = self.ci.wrapping_sub(ci) as usize;
+            owned = owned.saturating_sub(consumed);
+            match taken {
                 Ok(Taken::Reported) => {
-                    out[n] = self.cur.summary();
+                    if let Some(slot) = out.get_mut(n) {
+                        *slot = self.cur.summary();
+                    }
                     n += 1;
                 }
-                Ok(Taken::Skipped) => {}
-                // The rest of the group is re-read after the session.
-                Ok(Taken::Session) => return (n, Ok(true)),
-                Ok(Taken::Stop) => return (n, Ok(false)),
-                Err(e) => return (n, Err(e)),
+                Ok(Taken::Skipped | Taken::Session) => {}
+                Ok(Taken::Stop) => break Ok(()),
+                Err(e) => break Err(e),
             }
-            ci = self.ci;
+            // The title in `cur` may have changed.
+            plan = None;
+        };
+        if let Some(t) = title {
+            self.commit_title(t);
         }
-        self.ci = ci;
-        (n, Ok(true))
+        (n, result)
+    }
+
+    /// Enhanced layout: `copy`, a plain CQE just reported, becomes the
+    /// title (as `track_title` and the copy into `cur` in `advance_in`).
+    #[inline(always)]
+    fn commit_title(&mut self, copy: CqeCopy) {
+        let cqe = copy.to_cqe();
+        self.track_title(&cqe);
+        self.cur.cqe = cqe;
     }
 
     /// The general steps for a CQE copied whole into `cqe` from the entry at
@@ -325,7 +632,7 @@ impl Cq {
     fn take_copied<const M: u8, W: WorkQueues>(
         &mut self,
         wqs: &mut W,
-        cqe: Cqe64,
+        cqe: crate::prm::Cqe64,
         ci: u32,
     ) -> Result<Taken, PollError> {
         let format = cqe.op_own.into_bits() & FORMAT_MASK;
@@ -347,7 +654,7 @@ impl Cq {
         }
         self.ci = ci.wrapping_add(1);
         self.cur.set_regular();
-        if format == FORMAT_INLINE64 {
+        if format == super::FORMAT_INLINE64 {
             self.copy_inline(self.ring.entry(ci));
         }
         Ok(if self.resolve::<W, false>(wqs)? {
@@ -358,11 +665,115 @@ impl Cq {
     }
 
     /// Hands out minis of the open session into `out` (not empty): whole
-    /// arrays at a time when the session's title is a plain requester or
-    /// (cyclic RQ) responder CQE, else one by one through the general
-    /// poller. `Ok(false)`: the CQ is empty.
+    /// arrays at a time by the writer `d` where the session allows it
+    /// (basic layout), the rest through the session's [`MiniBatch`].
+    /// `Ok(false)`: the CQ is empty.
     #[inline(always)]
-    fn burst_session<const M: u8, W: WorkQueues>(
+    fn burst_session<const M: u8, const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<bool, PollError>) {
+        let mut n = 0;
+        while self.session.is_some() && n < out.len() {
+            if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
+                let k = self.basic_arrays::<S, D>(ring, d, &mut out[n..]);
+                n += k;
+                if k > 0 {
+                    continue;
+                }
+            }
+            let (k, r) = self.session_lanes::<M, W>(wqs, &mut out[n..]);
+            n += k;
+            match r {
+                Ok(true) => {}
+                other => return (n, other),
+            }
+        }
+        (n, Ok(true))
+    }
+
+    /// Basic layout: writes whole mini arrays of the open session while
+    /// `out` has room for eight summaries, if the session's minis take the
+    /// whole-array path and the next mini starts an array. Returns the
+    /// number of completions written.
+    #[inline(always)]
+    fn basic_arrays<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        out: &mut [CompletionSummary],
+    ) -> usize {
+        const A: u32 = MINI_CQE_ARRAY_SIZE as u32;
+        let Some(mut s) = self.session else {
+            return 0;
+        };
+        let Some(plan) = s.fused else {
+            return 0;
+        };
+        if s.next % A != 0 || out.len() < MINI_CQE_ARRAY_SIZE {
+            return 0;
+        }
+        let p = d.prepare(plan);
+        let mut running = self.running;
+        let mut n = 0;
+        if s.next == 0 {
+            // The first array is at slot offset 1 and covers the slots up to
+            // 7 (`zip::basic_array_offset`, `zip::basic_invalidate_range`).
+            let Some(dst) = out.first_chunk_mut::<MINI_CQE_ARRAY_SIZE>() else {
+                return 0;
+            };
+            let len = s.count.min(A);
+            let index = s.base.wrapping_add(1);
+            running = write_array::<S, D>(ring, d, &p, plan, index, len, len - 1, dst, running);
+            n = len as usize;
+            s.next = len;
+        }
+        // Whole arrays: array `k` at slot offset `8k`, covering 8 slots.
+        let room = out.len() - n;
+        let whole = ((s.count - s.next) / A).min((room / MINI_CQE_ARRAY_SIZE) as u32);
+        let region = &mut out[n..n + (whole * A) as usize];
+        for dst in region.chunks_exact_mut(MINI_CQE_ARRAY_SIZE) {
+            let Ok(dst) = <&mut [CompletionSummary; MINI_CQE_ARRAY_SIZE]>::try_from(dst) else {
+                break;
+            };
+            let index = s.base.wrapping_add(s.next);
+            running = write_array::<S, D>(ring, d, &p, plan, index, A, A, dst, running);
+            s.next += A;
+        }
+        n += (whole * A) as usize;
+        // The session's last, partial array, if there is room for eight.
+        let left = s.count - s.next;
+        if left > 0 && left < A {
+            if let Some(dst) = out
+                .get_mut(n..)
+                .and_then(|o| o.first_chunk_mut::<MINI_CQE_ARRAY_SIZE>())
+            {
+                let index = s.base.wrapping_add(s.next);
+                running = write_array::<S, D>(ring, d, &p, plan, index, left, left, dst, running);
+                n += left as usize;
+                s.next = s.count;
+            }
+        }
+        self.running = running;
+        if s.next == s.count {
+            self.ci = s.base.wrapping_add(s.count);
+            self.session = None;
+        } else {
+            self.session = Some(s);
+        }
+        n
+    }
+
+    /// Hands out minis of the open session through its [`MiniBatch`], up
+    /// to the end of the current array: lane by lane, with the work
+    /// queue's mapping, when the title is a plain requester or (cyclic RQ)
+    /// responder CQE; else one by one through the general poller.
+    /// `Ok(false)`: the CQ is empty.
+    #[inline(never)]
+    fn session_lanes<const M: u8, W: WorkQueues>(
         &mut self,
         wqs: &mut W,
         out: &mut [CompletionSummary],
@@ -373,90 +784,83 @@ impl Cq {
         let title = &self.cur.cqe;
         let opcode = title.op_own.into_bits() >> 4;
         let requester = opcode == OP_REQ;
-        let responder = (OP_RESP_WR_IMM..=OP_RESP_SEND_INV).contains(&opcode);
+        let responder = (super::OP_RESP_WR_IMM..=OP_RESP_SEND_INV).contains(&opcode);
         if !(requester || responder && !self.cfg.striding_rq) {
             return self.session_by_one::<M, W>(wqs, out);
         }
-        // Resolved once per session: the queue (but for FTAG_STRIDX flow
-        // tags, per lane below) and the summary's fixed fields.
+        // The queue (but for FTAG_STRIDX flow tags, per lane below) is the
+        // title's.
         let srqn_uidx = title.srqn_uidx.srqn_uidx();
-        let max = out.len();
-        let mut n = 0;
+        let i = s.next;
+        let k = i / MINI_CQE_ARRAY_SIZE as u32;
+        if M == BASIC && i % MINI_CQE_ARRAY_SIZE as u32 == 0 {
+            // Mini array k: copied once, decoded whole (as `next_mini`).
+            let entry = self
+                .ring
+                .entry(s.base.wrapping_add(zip::basic_array_offset(k)));
+            let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(entry));
+            let len = (s.count - i).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
+            self.ensure_batch_title();
+            self.cfg
+                .unzip
+                .decode(s.unzip, &array.minis, self.running, &mut self.cur.batch);
+            self.running = self.cur.batch.end_counter(s.unzip, len, self.running);
+        }
+        // The lanes of this array to hand out now.
+        let lane0 = i as usize % MINI_CQE_ARRAY_SIZE;
+        let take = (MINI_CQE_ARRAY_SIZE - lane0)
+            .min((s.count - i) as usize)
+            .min(out.len());
+        let batch = &self.cur.batch;
+        let mut taken = take;
         let mut result = Ok(true);
-        while n < max && s.next < s.count {
-            let i = s.next;
-            let k = i / MINI_CQE_ARRAY_SIZE as u32;
-            if M == BASIC && i % MINI_CQE_ARRAY_SIZE as u32 == 0 {
-                // Mini array k: copied once, decoded whole (as `next_mini`).
-                let entry = self
-                    .ring
-                    .entry(s.base.wrapping_add(zip::basic_array_offset(k)));
-                let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(entry));
-                let len = (s.count - i).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
-                self.cfg
-                    .unzip
-                    .decode(s.unzip, &array.minis, self.running, &mut self.cur.batch);
-                self.running = self.cur.batch.end_counter(s.unzip, len, self.running);
-            }
-            // The lanes of this array to hand out now.
-            let lane0 = i as usize % MINI_CQE_ARRAY_SIZE;
-            let take = (MINI_CQE_ARRAY_SIZE - lane0)
-                .min((s.count - i) as usize)
-                .min(max - n);
-            let batch = &self.cur.batch;
-            let mut taken = take;
-            if W::WR_ID_IS_WQE_COUNTER {
-                // Nothing to call per mini: write the lanes at once.
-                identity_lanes(batch, lane0, take, opcode, &mut out[n..]);
-            } else {
-                let dst = &mut out[n..n + take];
-                for (l, slot) in dst.iter_mut().enumerate() {
-                    let lane = (lane0 + l) % MINI_CQE_ARRAY_SIZE;
-                    let wqe_counter = batch.wqe_counter[lane];
-                    let wq = WqRef {
-                        qpn: batch.sop_drop_qpn[lane] & QPN_MASK,
-                        srqn_uidx,
-                    };
-                    let wr_id = if requester {
-                        wqs.retire_send(wq, wqe_counter, WcStatus::Success)
-                            .map(|r| r.wr_id)
-                    } else {
-                        wqs.retire_recv(wq, wqe_counter, WcStatus::Success)
-                            .map(|r| r.wr_id)
-                    };
-                    match wr_id {
-                        Ok(wr_id) => {
-                            *slot = CompletionSummary::from_parts(
-                                wr_id,
-                                batch.byte_cnt[lane],
-                                SUCCESS,
-                                opcode,
-                                Origin::Mini,
-                            )
-                        }
-                        Err(e) => {
-                            // The mini is consumed, as by `next_mini`.
-                            taken = l + 1;
-                            result = Err(lookup_error(e, requester, wq, wqe_counter));
-                            break;
-                        }
+        if W::WR_ID_IS_WQE_COUNTER {
+            // Nothing to call per mini: write the lanes at once.
+            identity_lanes(batch, lane0, take, opcode, out);
+        } else {
+            for (l, slot) in out[..take].iter_mut().enumerate() {
+                let lane = (lane0 + l) % MINI_CQE_ARRAY_SIZE;
+                let wqe_counter = batch.wqe_counter[lane];
+                let wq = WqRef {
+                    qpn: batch.sop_drop_qpn[lane] & QPN_MASK,
+                    srqn_uidx,
+                };
+                let wr_id = if requester {
+                    wqs.retire_send(wq, wqe_counter, WcStatus::Success)
+                        .map(|r| r.wr_id)
+                } else {
+                    wqs.retire_recv(wq, wqe_counter, WcStatus::Success)
+                        .map(|r| r.wr_id)
+                };
+                match wr_id {
+                    Ok(wr_id) => {
+                        *slot = CompletionSummary::from_parts(
+                            wr_id,
+                            batch.byte_cnt[lane],
+                            SUCCESS,
+                            opcode,
+                            Origin::Mini,
+                        )
+                    }
+                    Err(e) => {
+                        // The mini is consumed, as by `next_mini`.
+                        taken = l + 1;
+                        result = Err(lookup_error(e, requester, wq, wqe_counter));
+                        break;
                     }
                 }
             }
-            n += if result.is_err() { taken - 1 } else { taken };
-            s.next = i + taken as u32;
-            let done = s.next == s.count;
-            if M == BASIC && (s.next % MINI_CQE_ARRAY_SIZE as u32 == 0 || done) {
-                // The array's slot and the holes after it, in one pass.
-                let (first, last) = zip::basic_invalidate_range(k, s.count);
-                self.ring
-                    .write_op_own_range(s.base, first, last, crate::prm::CQE_INVALIDATE);
-            }
-            if result.is_err() {
-                break;
-            }
         }
-        if s.next == s.count {
+        let n = if result.is_err() { taken - 1 } else { taken };
+        s.next = i + taken as u32;
+        let done = s.next == s.count;
+        if M == BASIC && (s.next % MINI_CQE_ARRAY_SIZE as u32 == 0 || done) {
+            // The array's slot and the holes after it, in one pass.
+            let (first, last) = zip::basic_invalidate_range(k, s.count);
+            self.ring
+                .write_op_own_range(s.base, first, last, crate::prm::CQE_INVALIDATE);
+        }
+        if done {
             self.ci = s.base.wrapping_add(s.count);
             self.session = None;
         } else {
@@ -489,33 +893,67 @@ impl Cq {
     }
 }
 
-/// The summary of a plain CQE (opcode REQ or a successful responder one,
-/// format 0 or 1, not on a striding RQ for responders): its wr_id from the
-/// work queue, the rest from the copy.
+/// One mini array of a basic session: `len` minis at consumer index
+/// `index` (in the session: its offset is below the count, at most the ring
+/// size), copied once into registers and written whole into `dst` by `d`;
+/// then its slot and the holes after it, `slots` in all, invalidated.
+/// Returns the running counter after it.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one array's place, plan and state, all in registers"
+)]
 #[inline(always)]
-fn resolve_plain<W: WorkQueues>(wqs: &mut W, cqe: &Cqe64) -> Result<CompletionSummary, PollError> {
-    let opcode = cqe.op_own.into_bits() >> 4;
+fn write_array<const S: usize, D: SummaryWriter>(
+    ring: SizedRing<S>,
+    d: D,
+    p: &D::Prepared,
+    plan: Fused,
+    index: u32,
+    len: u32,
+    slots: u32,
+    dst: &mut [CompletionSummary; MINI_CQE_ARRAY_SIZE],
+    running: u16,
+) -> u16 {
+    d.write(p, ring.ring().copy_out(ring.entry(index)), running, dst);
+    ring.invalidate_array(index, slots);
+    plan.end_running(running, len)
+}
+
+/// The fields of a plain CQE from its whole copy (enhanced layout).
+#[inline(always)]
+fn plain_fields(cqe: &crate::prm::Cqe64) -> PlainFields {
+    PlainFields {
+        byte_cnt: cqe.byte_cnt.get(),
+        wqe_counter: cqe.wqe_counter.get(),
+        op_own: cqe.op_own.into_bits(),
+        sop_drop_qpn: cqe.sop_drop_qpn,
+        srqn_uidx: cqe.srqn_uidx,
+    }
+}
+
+/// The second quadword of the summary of a successful regular completion
+/// ([`CompletionSummary::high_word`]) of CQE `op_own`.
+#[inline(always)]
+const fn regular_high_word(byte_cnt: u32, op_own: u8) -> u64 {
+    CompletionSummary::high_word(byte_cnt, SUCCESS, op_own >> 4, Origin::Regular)
+}
+
+/// The wr_id of a plain CQE (opcode REQ or a successful responder one,
+/// format 0 or 1, not on a striding RQ for responders) from the work
+/// queue.
+#[inline(always)]
+fn resolve_plain<W: WorkQueues>(wqs: &mut W, f: &PlainFields) -> Result<u64, PollError> {
     let wq = WqRef {
-        qpn: cqe.sop_drop_qpn.into_bits().get() & QPN_MASK,
-        srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
+        qpn: f.sop_drop_qpn.qpn(),
+        srqn_uidx: f.srqn_uidx.srqn_uidx(),
     };
-    let wqe_counter = cqe.wqe_counter.get();
-    let requester = opcode == OP_REQ;
+    let requester = f.op_own >> 4 == OP_REQ;
     let wr_id = if requester {
-        wqs.retire_send(wq, wqe_counter, WcStatus::Success)
+        wqs.retire_send(wq, f.wqe_counter, WcStatus::Success)
             .map(|r| r.wr_id)
     } else {
-        wqs.retire_recv(wq, wqe_counter, WcStatus::Success)
+        wqs.retire_recv(wq, f.wqe_counter, WcStatus::Success)
             .map(|r| r.wr_id)
     };
-    match wr_id {
-        Ok(wr_id) => Ok(CompletionSummary::from_parts(
-            wr_id,
-            cqe.byte_cnt.get(),
-            SUCCESS,
-            opcode,
-            Origin::Regular,
-        )),
-        Err(e) => Err(lookup_error(e, requester, wq, wqe_counter)),
-    }
+    wr_id.map_err(|e| lookup_error(e, requester, wq, f.wqe_counter))
 }

@@ -632,7 +632,13 @@ impl CompletionSummary {
     ) -> Self {
         let raw = status.raw();
         let status = if raw > 0xffff { 0xffff } else { raw as u16 };
-        Self::from_parts(wr_id, byte_len, status, opcode, origin)
+        Self {
+            wr_id,
+            byte_len,
+            status,
+            opcode,
+            origin,
+        }
     }
 
     /// A summary from the raw status.
@@ -653,10 +659,17 @@ impl CompletionSummary {
         }
     }
 
+    /// The second quadword of a summary as it lies in memory (little
+    /// endian): `byte_len | status << 32 | opcode << 48 | origin << 56`
+    /// (see [`super::mem::store_summary`]).
+    #[inline(always)]
+    pub(crate) const fn high_word(byte_len: u32, status: u16, opcode: u8, origin: Origin) -> u64 {
+        byte_len as u64 | (status as u64) << 32 | (opcode as u64) << 48 | (origin as u64) << 56
+    }
+
     /// Bytes 12–15 of a summary (status, opcode, origin) as the high half
     /// of its second little-endian quadword, for vector writers: a summary
     /// is `wr_id`, then `byte_len | upper_word << 32`.
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     pub(crate) const fn upper_word(status: u16, opcode: u8, origin: Origin) -> u32 {
         status as u32 | (opcode as u32) << 16 | (origin as u32) << 24
     }

@@ -1,12 +1,17 @@
 //! Raw access to the memory the device shares with the completion queue:
 //! the CQE ring, the CQ doorbell record and the CQ doorbell register in the
-//! UAR page. This is the only module of `cq` with `unsafe` code; every
-//! access is volatile and every block says why it is sound.
+//! UAR page; every access is volatile and every block says why it is sound.
+//! Besides the SIMD decoders (`zip_x86`, `zip_neon`), the only module of
+//! `cq` with `unsafe` code (which also holds the one raw store of a
+//! [`CompletionSummary`] as two quadwords, [`store_summary`]).
 //!
 //! Ordering comes from [`crate::barrier`]; the arm doorbell register is a
 //! [`crate::mmio::Register`].
 
-use crate::prm::{CqArmWord, Cqe64, CQ_CI_MASK};
+use super::CompletionSummary;
+use crate::prm::{
+    Be32, CqArmWord, Cqe64, MiniCqeArray, SopDropQpn, SrqnUidx, CQE_INVALIDATE, CQ_CI_MASK,
+};
 use core::ptr::NonNull;
 
 /// Alignment the ring base must have: the width of the widest load
@@ -24,10 +29,15 @@ type Chunk = core::arch::aarch64::uint8x16_t;
 type Chunk = u64;
 const CHUNKS: usize = Cqe64::SIZE / core::mem::size_of::<Chunk>();
 
-/// Offset of the 64-byte CQE proper inside a slot, and offsets of the bytes
-/// polled before the barrier.
-const OP_OWN: usize = 63;
-const VALIDITY: usize = 62;
+/// Offsets (in the 64-byte CQE proper) of the bytes polled before the
+/// barrier: the ownership byte of the basic layout and of the enhanced one.
+pub(crate) const OP_OWN: usize = 63;
+pub(crate) const VALIDITY: usize = 62;
+/// Offsets of the fields [`Run::decode_plain`] copies (PRM-FACTS §9).
+const SRQN_UIDX: usize = 32;
+const BYTE_CNT: usize = 44;
+const SOP_DROP_QPN: usize = 56;
+const WQE_COUNTER: usize = 60;
 
 /// The CQE ring: `entries` slots of `stride` bytes (64 or 128); the
 /// [`Cqe64`] is the last 64 bytes of a slot.
@@ -58,6 +68,32 @@ impl CqRing {
             mask: entries - 1,
             cqe_off: (1usize << stride_log2) - Cqe64::SIZE,
         }
+    }
+
+    /// Bytes per slot (64 or 128).
+    #[inline(always)]
+    pub(crate) fn stride(&self) -> usize {
+        1 << self.stride_log2
+    }
+
+    /// This ring as a [`SizedRing`] of slot size `S`, if that is its slot
+    /// size: checked once, then every address is a constant shift.
+    #[inline(always)]
+    pub(crate) fn sized<const S: usize>(self) -> Option<SizedRing<S>> {
+        (S == self.stride()).then_some(SizedRing { ring: self })
+    }
+
+    /// Copies the 64-byte CQE of an entry out of device-written memory,
+    /// once, into registers: the loads of [`Self::copy_cqe_to`] without the
+    /// stores (for decoders that work on the loaded vectors).
+    #[inline(always)]
+    pub(crate) fn copy_out(&self, e: Entry) -> CqeCopy {
+        let src = e.cqe.cast::<Chunk>();
+        // SAFETY: as in `copy_cqe_to`: the 64 source bytes are in bounds,
+        // `Chunk`-aligned, and any bits are a valid `Chunk`.
+        CqeCopy(core::array::from_fn(|i| unsafe {
+            src.add(i).read_volatile()
+        }))
     }
 
     #[inline(always)]
@@ -128,32 +164,6 @@ impl CqRing {
         }
     }
 
-    /// Copies bytes 32–63 of the CQE of an entry (`srqn_uidx` to
-    /// `op_own`: every field a plain completion is decoded from) into the
-    /// same bytes of `dst`, once. Same contract and loads as
-    /// [`Self::copy_cqe_to`], for half the CQE; [`Self::copy_cqe_head_to`]
-    /// copies the other half if the entry turns out to need it, so each
-    /// byte is still read once.
-    #[inline(always)]
-    pub(crate) fn copy_cqe_tail_to(&self, e: Entry, dst: &mut Cqe64) {
-        self.copy_chunks(e, dst, CHUNKS / 2, CHUNKS);
-    }
-
-    /// Chunks `first..last` of the CQE of an entry into the same chunks of
-    /// `dst`.
-    #[inline(always)]
-    fn copy_chunks(&self, e: Entry, dst: &mut Cqe64, first: usize, last: usize) {
-        let src = e.cqe.cast::<Chunk>();
-        let out = (dst as *mut Cqe64).cast::<Chunk>();
-        for i in first..last.min(CHUNKS) {
-            // SAFETY: as in `copy_cqe_to`: `i < CHUNKS`, so source and
-            // destination chunks lie inside the entry's 64 bytes and the
-            // 64 bytes of `dst`; the source is `Chunk`-aligned; any bits
-            // are valid on both sides.
-            unsafe { out.add(i).write_unaligned(src.add(i).read_volatile()) }
-        }
-    }
-
     /// [`Self::copy_cqe_to`], returning the copy.
     #[inline(always)]
     pub(crate) fn copy_cqe(&self, e: Entry) -> Cqe64 {
@@ -212,11 +222,375 @@ impl CqRing {
     }
 }
 
+/// A [`CqRing`] of slot size `S` (from [`CqRing::sized`], which checked
+/// it): the burst poller's view, with constant slot offsets.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SizedRing<const S: usize> {
+    ring: CqRing,
+}
+
+impl<const S: usize> SizedRing<S> {
+    /// The ring.
+    #[inline(always)]
+    pub(crate) fn ring(&self) -> &CqRing {
+        &self.ring
+    }
+
+    /// [`CqRing::entry`], with the slot size a constant.
+    #[inline(always)]
+    pub(crate) fn entry(&self, index: u32) -> Entry {
+        let slot = (index & self.ring.mask) as usize;
+        // In bounds: `slot <= mask`, the ring holds `mask + 1` slots of `S`
+        // bytes (`S` checked by `CqRing::sized`); the CQE proper is the
+        // last 64 bytes of its slot.
+        Entry {
+            cqe: self
+                .ring
+                .base
+                .as_ptr()
+                .wrapping_add(slot * S + (S - Cqe64::SIZE)),
+        }
+    }
+
+    /// The run of at most `max` consecutive entries from consumer index
+    /// `ci` up to the ring's end (the part of a burst with one owner
+    /// phase).
+    #[inline(always)]
+    pub(crate) fn run(&self, ci: u32, max: usize) -> Run<S> {
+        let slot = (ci & self.ring.mask) as usize;
+        let room = self.ring.mask as usize + 1 - slot;
+        Run {
+            first: self.entry(ci).cqe,
+            len: max.min(room),
+        }
+    }
+
+    /// [`CqRing::write_op_own_range`] of [`CQE_INVALIDATE`] for the
+    /// `count` slots (1 to 8: one mini array and the holes after it) from
+    /// consumer index `index`: one store per slot at a constant offset when
+    /// the slots do not wrap the ring (else the general loop).
+    #[inline(always)]
+    pub(crate) fn invalidate_array(&self, index: u32, count: u32) {
+        let slot = (index & self.ring.mask) as usize;
+        let count = count as usize;
+        if count <= 8 && slot + count <= self.ring.mask as usize + 1 {
+            let p = self.entry(index).cqe.wrapping_add(OP_OWN);
+            let store = |j: usize| {
+                // SAFETY: `j < count` at every call below and
+                // `slot + count <= entries` with slot size `S` (checked by
+                // `CqRing::sized`): the `op_own` byte of slot `slot + j` is
+                // in bounds and valid for writes; the device does not write
+                // consumed slots (as in `write_op_own_range`).
+                unsafe { p.add(j * S).write_volatile(CQE_INVALIDATE) }
+            };
+            // (Seven: the first array of a session, from the title's next
+            // slot.)
+            if count == 8 {
+                (0..8).for_each(store);
+            } else if count == 7 {
+                (0..7).for_each(store);
+            } else {
+                (0..count).for_each(store);
+            }
+        } else if count > 0 {
+            self.ring
+                .write_op_own_range(index, 0, count as u32 - 1, CQE_INVALIDATE);
+        }
+    }
+}
+
 /// The address of one CQE of a [`CqRing`] (from [`CqRing::entry`]): in
 /// bounds by construction, only usable with the ring's accessors.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     cqe: *mut u8,
+}
+
+/// One CQE copied out by [`CqRing::copy_out`]: its 64 bytes as loaded.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CqeCopy(pub(crate) [Chunk; CHUNKS]);
+
+impl CqeCopy {
+    /// The copy as a [`Cqe64`].
+    #[inline(always)]
+    pub(crate) fn to_cqe(self) -> Cqe64 {
+        let mut cqe = Cqe64::default();
+        let out = (&mut cqe as *mut Cqe64).cast::<Chunk>();
+        for (i, chunk) in self.0.into_iter().enumerate() {
+            // SAFETY: `i < CHUNKS`, so the store lies inside the 64 bytes of
+            // `cqe` (align 1: unaligned store); any bits are a valid
+            // `Cqe64` (zerocopy `FromBytes`).
+            unsafe { out.add(i).write_unaligned(chunk) }
+        }
+        cqe
+    }
+
+    /// The copy as a mini array (bytes 0–63 of the CQE).
+    #[inline(always)]
+    pub(crate) fn to_minis(self) -> MiniCqeArray {
+        zerocopy::transmute!(self.to_cqe())
+    }
+}
+
+/// Stores a summary as its two little-endian quadwords: `wr_id`, then
+/// `hi` = [`CompletionSummary::high_word`]. Two 8-byte stores, where a
+/// field-by-field store is five (the compiler does not merge the constant
+/// status and origin bytes with a variable opcode byte). Bits 57–63 of `hi`
+/// are cleared, so byte 15 is always a valid [`super::Origin`].
+#[inline(always)]
+pub(crate) fn store_summary(slot: &mut CompletionSummary, wr_id: u64, hi: u64) {
+    let hi = hi & !(0xfe << 56);
+    let p = (slot as *mut CompletionSummary).cast::<u64>();
+    // SAFETY: `slot` is a valid, exclusive `CompletionSummary`: 16 bytes,
+    // 16-byte aligned (`repr(C, align(16))`), so both 8-byte stores are in
+    // bounds and aligned. The bytes written are a valid summary: `wr_id`
+    // (bytes 0–7), `byte_len`, `status` and `opcode` (8–14) are plain
+    // integers in their `repr(C)` places (layout asserted in
+    // `completion.rs`), and byte 15 (`origin`) is 0 or 1 (masked above).
+    unsafe {
+        p.write(wr_id.to_le());
+        p.add(1).write(hi.to_le());
+    }
+}
+
+/// Entries per loop test in [`Run::scan_same`] and [`Run::decode_plain`].
+const UNROLL: usize = 8;
+
+/// [`Run::decode_plain`]: `byte_cnt` and `wqe_counter` only.
+pub(crate) const FIELDS_COUNTER: u8 = 0;
+/// [`Run::decode_plain`]: also `op_own`.
+pub(crate) const FIELDS_OPCODE: u8 = 1;
+/// [`Run::decode_plain`]: also `op_own`, `sop_drop_qpn` and `srqn_uidx`.
+pub(crate) const FIELDS_IDS: u8 = 2;
+
+#[cfg(test)]
+impl CqeCopy {
+    /// A copy of `bytes`, as [`CqRing::copy_out`] would have made it (tests
+    /// of the writers).
+    pub(crate) fn from_bytes(bytes: &[u8; 64]) -> Self {
+        let src = bytes.as_ptr().cast::<Chunk>();
+        // SAFETY: `i < CHUNKS`: each unaligned load reads 16 (or 8) of the
+        // 64 bytes of `bytes`; any bits are a valid `Chunk`.
+        Self(core::array::from_fn(|i| unsafe {
+            src.add(i).read_unaligned()
+        }))
+    }
+}
+
+/// The fields a plain completion is decoded from, as
+/// [`Run::decode_plain`] copied them (host order).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlainFields {
+    /// `byte_cnt`.
+    pub(crate) byte_cnt: u32,
+    /// `wqe_counter`.
+    pub(crate) wqe_counter: u16,
+    /// `op_own` (0 with [`FIELDS_COUNTER`]).
+    pub(crate) op_own: u8,
+    /// `sop_drop_qpn` (0 unless the queues were asked for).
+    pub(crate) sop_drop_qpn: SopDropQpn,
+    /// `srqn_uidx` (0 unless the queues were asked for).
+    pub(crate) srqn_uidx: SrqnUidx,
+}
+
+/// `len` consecutive entries of a [`CqRing`] (no wrap inside), from
+/// [`CqRing::run`], with the slot size `S` as a constant: the burst
+/// poller walks them with constant offsets. In bounds by construction;
+/// every access is checked against `len` or iterates below it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run<const S: usize> {
+    /// The CQE proper of the first entry.
+    first: *mut u8,
+    len: usize,
+}
+
+impl<const S: usize> Run<S> {
+    /// The first `len` entries of the run (all of them if it is shorter).
+    #[inline(always)]
+    pub(crate) fn prefix(self, len: usize) -> Self {
+        Self {
+            first: self.first,
+            len: len.min(self.len),
+        }
+    }
+
+    /// Entry `i`, if inside the run.
+    #[inline(always)]
+    pub(crate) fn entry(&self, i: usize) -> Option<Entry> {
+        (i < self.len).then(|| Entry {
+            cqe: self.first.wrapping_add(i * S),
+        })
+    }
+
+    /// The byte at `OFF` ([`OP_OWN`] or [`VALIDITY`]: the ownership byte)
+    /// of entry `i`, read once (volatile); `None` past the run.
+    #[inline(always)]
+    pub(crate) fn read_byte<const OFF: usize>(&self, i: usize) -> Option<u8> {
+        const { assert!(OFF < Cqe64::SIZE) };
+        // SAFETY: entry `i < len` is in bounds (constructor of the ring,
+        // `run`'s clamp to the ring's end) and `OFF` lies inside its 64-byte
+        // CQE; u8 has no alignment need.
+        (i < self.len).then(|| unsafe { self.first.add(i * S + OFF).read_volatile() })
+    }
+
+    /// Reads the byte at `OFF` (the ownership byte) of entry 0 once and, if
+    /// `first` accepts it, the bytes of the following entries once each
+    /// while they equal it (eight per loop test, aligned on entry 0).
+    /// Returns entry 0's byte, the index of the first entry that did not
+    /// pass (0 if `first` refused entry 0; the run's length if all passed)
+    /// and that entry's byte. `None` for an empty run.
+    #[inline(always)]
+    pub(crate) fn scan_same<const OFF: usize>(
+        &self,
+        first: impl FnOnce(u8) -> bool,
+    ) -> Option<(u8, usize, Option<u8>)> {
+        let b0 = self.read_byte::<OFF>(0)?;
+        if !first(b0) {
+            return Some((b0, 0, Some(b0)));
+        }
+        let len = self.len;
+        let base = self.first.wrapping_add(OFF);
+        let read = |i: usize| -> u8 {
+            // SAFETY: every caller below has `0 < i < len`: the byte at
+            // `OFF` of an entry of the run, in bounds (constructor of the
+            // ring, `run`'s clamp to the ring's end); no alignment need.
+            unsafe { base.add(i * S).read_volatile() }
+        };
+        let mut i = 1;
+        if len >= UNROLL {
+            // The first group: entries 1 to 7.
+            for j in 1..UNROLL {
+                let b = read(j);
+                if b != b0 {
+                    return Some((b0, j, Some(b)));
+                }
+            }
+            i = UNROLL;
+            for _ in 0..(len - UNROLL) / UNROLL {
+                for j in 0..UNROLL {
+                    let b = read(i + j);
+                    if b != b0 {
+                        return Some((b0, i + j, Some(b)));
+                    }
+                }
+                i += UNROLL;
+            }
+        }
+        while i < len {
+            let b = read(i);
+            if b != b0 {
+                return Some((b0, i, Some(b)));
+            }
+            i += 1;
+        }
+        Some((b0, len, None))
+    }
+
+    /// Reads the byte at `OFF` ([`OP_OWN`] or [`VALIDITY`]: the ownership
+    /// byte) of each entry from `start` on once (volatile), in order, while
+    /// `pass` accepts it. Returns the index of the first entry that did not
+    /// pass (the run's length if all did) and, if one did not, its byte.
+    #[inline(always)]
+    pub(crate) fn scan_from<const OFF: usize>(
+        &self,
+        start: usize,
+        mut pass: impl FnMut(u8) -> bool,
+    ) -> (usize, Option<u8>) {
+        const { assert!(OFF < Cqe64::SIZE) };
+        let len = self.len;
+        let start = start.min(len);
+        let base = self.first.wrapping_add(OFF);
+        let mut p = base.wrapping_add(start * S);
+        let read = |p: *mut u8| -> u8 {
+            // SAFETY: every caller below passes the byte at `OFF` of an
+            // entry below `len`: in bounds (constructor of the ring, `run`'s
+            // clamp to the ring's end); u8 has no alignment need.
+            unsafe { p.read_volatile() }
+        };
+        // Four at a time: one loop test per four ownership bytes.
+        let mut i = start;
+        for _ in 0..(len - start) / 4 {
+            for j in 0..4 {
+                let b = read(p.wrapping_add(j * S));
+                if !pass(b) {
+                    return (i + j, Some(b));
+                }
+            }
+            p = p.wrapping_add(4 * S);
+            i += 4;
+        }
+        while i < len {
+            let b = read(p);
+            if !pass(b) {
+                return (i, Some(b));
+            }
+            p = p.wrapping_add(S);
+            i += 1;
+        }
+        (len, None)
+    }
+
+    /// Copies the fields of a plain completion from each of the first
+    /// `out.len()` entries (at most `len`), each field once (volatile
+    /// loads: `byte_cnt` and `wqe_counter`; with [`FIELDS_OPCODE`] or
+    /// [`FIELDS_IDS`] `op_own` too, in one load with `wqe_counter`; with
+    /// [`FIELDS_IDS`] also `sop_drop_qpn` and `srqn_uidx`), and hands them
+    /// with the matching slot of `out` to `f`, in order. Stops at the first error, returning
+    /// its index. The caller read the entries' ownership bytes and issued
+    /// the from-device barrier.
+    #[inline(always)]
+    pub(crate) fn decode_plain<const FIELDS: u8, T, E>(
+        &self,
+        out: &mut [T],
+        mut f: impl FnMut(PlainFields, &mut T) -> Result<(), E>,
+    ) -> Result<(), (usize, E)> {
+        let n = out.len().min(self.len);
+        let first = self.first;
+        let fields = |i: usize| {
+            let cqe = first.wrapping_add(i * S);
+            // SAFETY: `i < n <= len` at every call below: the entry is in
+            // bounds; every field lies inside its 64-byte CQE at an offset
+            // aligned for its type (the CQE is 64-byte aligned from a
+            // `RING_ALIGN`-aligned base); any bits are a valid integer.
+            unsafe {
+                let be32 = |off: usize| u32::from_be(cqe.add(off).cast::<u32>().read_volatile());
+                let (wqe_counter, op_own) = if FIELDS == FIELDS_COUNTER {
+                    let w = cqe.add(WQE_COUNTER).cast::<u16>().read_volatile();
+                    (u16::from_be(w), 0)
+                } else {
+                    // `wqe_counter`, `signature`, `op_own`: one load.
+                    let tail = be32(WQE_COUNTER);
+                    ((tail >> 16) as u16, tail as u8)
+                };
+                let ids = |off: usize| Be32::new(if FIELDS == FIELDS_IDS { be32(off) } else { 0 });
+                PlainFields {
+                    byte_cnt: be32(BYTE_CNT),
+                    wqe_counter,
+                    op_own,
+                    sop_drop_qpn: SopDropQpn::from_bits(ids(SOP_DROP_QPN)),
+                    srqn_uidx: SrqnUidx::from_bits(ids(SRQN_UIDX)),
+                }
+            }
+        };
+        let out = &mut out[..n];
+        let mut chunks = out.chunks_exact_mut(UNROLL);
+        let mut i = 0;
+        // Eight at a time (one loop test per eight entries), then the rest.
+        for group in &mut chunks {
+            for (j, slot) in group.iter_mut().enumerate() {
+                if let Err(e) = f(fields(i + j), slot) {
+                    return Err((i + j, e));
+                }
+            }
+            i += UNROLL;
+        }
+        for (j, slot) in chunks.into_remainder().iter_mut().enumerate() {
+            if let Err(e) = f(fields(i + j), slot) {
+                return Err((i + j, e));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The CQ doorbell record: two big-endian 32-bit words the device reads

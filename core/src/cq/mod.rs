@@ -44,7 +44,7 @@ use crate::prm::{
 };
 use core::ptr::NonNull;
 use mem::{CqRing, DbRec, Entry};
-use zip::{MiniBatch, Session, Unzip};
+use zip::{Fused, MiniBatch, Session, Unzip};
 
 /// CQE size (`cqe_sz`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -391,10 +391,13 @@ pub struct Cq {
     title: Title,
     /// Enhanced layout: the title, while an error CQE occupies `cur`.
     saved_title: Cqe64,
-    /// Enhanced layout: `cur.batch` holds the current title's fields in
-    /// the lanes minis do not overwrite ([`MiniBatch::new`] of it).
+    /// `cur.batch` holds the current title's fields in the lanes minis do
+    /// not overwrite ([`MiniBatch::new`] of it; [`Self::ensure_batch_title`]).
     batch_has_title: bool,
-    /// Running `wqe_counter` for minis without their own index.
+    /// Running `wqe_counter` for minis without their own index. Only
+    /// meaningful while the current title's minis use it
+    /// ([`zip::MiniKind::uses_running_counter`]): the burst poller leaves
+    /// it alone for minis that carry their own index.
     running: u16,
     /// The current completion: the one copy of the last CQE read (or the
     /// session's title) and the decoded mini array.
@@ -648,6 +651,7 @@ impl Cq {
     }
 
     /// Publishes the consumer index in the doorbell record.
+    #[inline(always)]
     fn update_ci(&mut self) {
         // Reads of consumed CQEs happen before the device may reuse their
         // slots (`from_device_done`); slot invalidations (stores) before
@@ -789,13 +793,16 @@ impl Cq {
         // The title stays the view's CQE for the whole session.
         self.running = title.wqe_counter.get();
         let unzip = Unzip::new(title, self.mini_view(format));
-        self.cur.batch = MiniBatch::new(&self.cur.cqe);
-        // The arrays are decoded as they are reached (`next_mini`).
+        let fused = Fused::new(unzip, title.op_own.opcode());
+        // The arrays are decoded as they are reached (`next_mini`), into
+        // a batch holding this title's fields (`ensure_batch_title`).
+        self.batch_has_title = false;
         self.session = Some(Session {
             base: ci,
             count,
             next: 0,
             unzip,
+            fused,
         });
         Ok(())
     }
@@ -825,10 +832,7 @@ impl Cq {
             self.title = Title::InCur;
         }
         let unzip = Unzip::new(&self.cur.cqe, self.mini_view(format));
-        if !self.batch_has_title {
-            self.cur.batch = MiniBatch::new(&self.cur.cqe);
-            self.batch_has_title = true;
-        }
+        self.ensure_batch_title();
         // The minis fill the CQE from byte 0: decode all of them now
         // (lane 7, bytes 56–63, is never reported).
         let array: MiniCqeArray = zerocopy::transmute!(*cqe);
@@ -844,8 +848,20 @@ impl Cq {
             count,
             next: 0,
             unzip,
+            fused: None,
         });
         Ok(true)
+    }
+
+    /// Makes `cur.batch` hold the current title's (`cur.cqe`) fields in
+    /// the lanes minis do not overwrite ([`MiniBatch::new`]), once per
+    /// title: before the first mini array of a session is decoded into it.
+    #[inline(always)]
+    fn ensure_batch_title(&mut self) {
+        if !self.batch_has_title {
+            self.cur.batch = MiniBatch::new(&self.cur.cqe);
+            self.batch_has_title = true;
+        }
     }
 
     /// How minis of format `format` read on this CQ.
@@ -877,6 +893,10 @@ impl Cq {
                 .entry(session.base.wrapping_add(zip::basic_array_offset(k)));
             let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(entry));
             let n = (session.count - i).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
+            if !self.batch_has_title {
+                self.cur.batch = MiniBatch::new(&self.cur.cqe);
+                self.batch_has_title = true;
+            }
             self.cfg.unzip.decode(
                 session.unzip,
                 &array.minis,

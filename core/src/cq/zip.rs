@@ -38,9 +38,11 @@
 //!   from byte 0 and stands for N consumer indices.
 #![forbid(unsafe_code)]
 
+use super::mem::{store_summary, CqeCopy, SizedRing};
+use super::{CompletionSummary, Cq, Origin, PollError, WorkQueues};
 use crate::prm::{
     Be16, Be32, Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt,
-    OpOwn, SopDropQpn, MINI_CQE_ARRAY_SIZE,
+    OpOwn, SopDropQpn, WcStatus, MINI_CQE_ARRAY_SIZE,
 };
 
 /// The CQ's compression layout (`cqe_comp_layout`).
@@ -200,6 +202,9 @@ pub(crate) struct Session {
     pub(crate) next: u32,
     /// What the minis carry (fixed for the session).
     pub(crate) unzip: Unzip,
+    /// Basic layout: how the burst poller writes whole arrays of the
+    /// session, if it may ([`Fused::new`] of the title).
+    pub(crate) fused: Option<Fused>,
 }
 
 /// The number of minis an enhanced compressed CQE declares.
@@ -527,6 +532,253 @@ impl Default for UnzipPath {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Whole mini arrays straight into completion summaries: the burst poller's
+// mini path (`Cq::poll_burst` with a work queue whose wr_id is the reported
+// `wqe_counter`, `WorkQueues::WR_ID_IS_WQE_COUNTER`). No `MiniBatch`: each
+// path moves a mini's index and byte count into its summary with one byte
+// shuffle (DPDK's `mlx5_rxtx_vec_*.h` idea) and adds the constant part.
+
+/// Where the wr_id of a summary written by a [`SummaryWriter`] comes from,
+/// and how its byte count is masked: one byte shuffle per shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum SummaryShape {
+    /// Requester minis: `wqe_counter` in bytes 0–1.
+    Requester = 0,
+    /// CSUM_STRIDX, L34H_STRIDX: the stride index in bytes 2–3.
+    StrideIndex = 1,
+    /// FTAG_STRIDX: the stride index in bytes 2–3, a 24-bit byte count.
+    FlowTag = 2,
+    /// HASH, CSUM and unnamed formats: the running counter (cyclic RQ:
+    /// one per completion).
+    Running = 3,
+}
+
+/// How the minis of one title become summaries on the whole-array path:
+/// fixed when the session opens (basic) or per compressed CQE (enhanced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fused {
+    /// The shuffle.
+    pub(crate) shape: SummaryShape,
+    /// The title's CQE opcode (every summary's `opcode`).
+    pub(crate) opcode: u8,
+}
+
+impl Fused {
+    /// The plan for the minis `unzip` decodes after a title of CQE opcode
+    /// `opcode`: a successful requester title, or a successful responder
+    /// title on a cyclic RQ. `None` for everything the general steps must
+    /// see mini by mini (error and resize titles, striding-RQ responders:
+    /// fillers and strides).
+    #[inline(always)]
+    pub(crate) fn new(unzip: Unzip, opcode: u8) -> Option<Self> {
+        let shape = match unzip.kind {
+            MiniKind::Req if opcode == CqeOpcode::Req.raw() => SummaryShape::Requester,
+            MiniKind::Req => return None,
+            _ if unzip.striding
+                || !(CqeOpcode::RespWrImm.raw()..=CqeOpcode::RespSendInv.raw())
+                    .contains(&opcode) =>
+            {
+                return None
+            }
+            MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt => SummaryShape::Running,
+            MiniKind::CsumStridx | MiniKind::L34hStridx => SummaryShape::StrideIndex,
+            MiniKind::FtagStridx => SummaryShape::FlowTag,
+        };
+        Some(Self { shape, opcode })
+    }
+
+    /// Bytes 12–15 of every summary (status SUCCESS, the opcode, origin
+    /// mini; [`CompletionSummary::upper_word`]).
+    #[inline(always)]
+    pub(crate) const fn upper(self) -> u32 {
+        CompletionSummary::upper_word(WcStatus::Success.raw() as u16, self.opcode, Origin::Mini)
+    }
+
+    /// The running counter after `len` minis from `running`: what
+    /// [`MiniBatch::end_counter`] gives for [`SummaryShape::Running`] on a
+    /// cyclic RQ; left alone for the other shapes, whose minis carry their
+    /// own index and never read it (a new title resets it).
+    #[inline(always)]
+    pub(crate) const fn end_running(self, running: u16, len: u32) -> u16 {
+        running.wrapping_add(len as u16 & self.run_mask())
+    }
+
+    /// All ones for [`SummaryShape::Running`] (the running counter is the
+    /// wr_id), else 0: the counter's part in the summaries, branch-free.
+    #[inline(always)]
+    pub(crate) const fn run_mask(self) -> u16 {
+        match self.shape {
+            SummaryShape::Running => 0xffff,
+            _ => 0,
+        }
+    }
+
+    /// The summary of mini `m`, lane `lane` (scalar; the reference the
+    /// vector writers must equal), as its two quadwords
+    /// ([`super::mem::store_summary`]).
+    #[inline(always)]
+    pub(crate) fn summary_words(self, m: &MiniCqe, lane: usize, running: u16) -> (u64, u64) {
+        let first = u32::from_be_bytes([m.bytes[0], m.bytes[1], m.bytes[2], m.bytes[3]]);
+        let second = u32::from_be_bytes([m.bytes[4], m.bytes[5], m.bytes[6], m.bytes[7]]);
+        let (wqe_counter, byte_cnt) = match self.shape {
+            SummaryShape::Requester => ((first >> 16) as u16, second),
+            SummaryShape::StrideIndex => (first as u16, second),
+            SummaryShape::FlowTag => (first as u16, second & FLOW_TAG_BITS),
+            SummaryShape::Running => (running.wrapping_add(lane as u16), second),
+        };
+        (
+            u64::from(wqe_counter),
+            u64::from(byte_cnt) | u64::from(self.upper()) << 32,
+        )
+    }
+}
+
+/// `pshufb` / `tbl` masks per [`SummaryShape`] (index = shape): the first
+/// 16 bytes make the summary of the first mini of a 16-byte pair (bytes
+/// 0–7), the last 16 that of the second (bytes 8–15). Output bytes 0–1:
+/// the wr_id's low half, byte-swapped (bytes 2–7 zero); 8–11: the byte
+/// count, byte-swapped; 12–15 zero (status, opcode and origin are added).
+/// `0x80` selects zero (`pshufb`: high bit; `tbl`: out of range).
+pub(crate) static SHAPE_MASKS: [[u8; 32]; 4] = {
+    const Z: u8 = 0x80;
+    /// Byte `b` of the pair's mini `half` (zero stays zero).
+    const fn at(b: u8, half: usize) -> u8 {
+        if b == Z {
+            Z
+        } else {
+            b + 8 * half as u8
+        }
+    }
+    /// The mask for wr_id bytes `w` (or zero) and count bytes `c`.
+    const fn mask(w: [u8; 2], c: [u8; 4]) -> [u8; 32] {
+        let mut m = [Z; 32];
+        let mut half = 0;
+        while half < 2 {
+            let base = 16 * half;
+            m[base] = at(w[0], half);
+            m[base + 1] = at(w[1], half);
+            let mut i = 0;
+            while i < 4 {
+                m[base + 8 + i] = at(c[i], half);
+                i += 1;
+            }
+            half += 1;
+        }
+        m
+    }
+    [
+        mask([1, 0], [7, 6, 5, 4]),
+        mask([3, 2], [7, 6, 5, 4]),
+        mask([3, 2], [7, 6, 5, Z]),
+        mask([Z, Z], [7, 6, 5, 4]),
+    ]
+};
+
+/// A plan's constants for the vector writers, as plain data: the shape's
+/// shuffle masks ([`SHAPE_MASKS`]), the summaries' upper word
+/// ([`Fused::upper`]) and the running counter's mask ([`Fused::run_mask`]).
+/// The vectors are built where they are used (the writers inline into the
+/// array loops, which keep them in registers).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Prepared {
+    /// The shape's masks.
+    pub(crate) mask: &'static [u8; 32],
+    /// Status, opcode and origin.
+    pub(crate) upper: u32,
+    /// [`Fused::run_mask`].
+    pub(crate) run_mask: u16,
+}
+
+impl Prepared {
+    /// The constants of `plan`.
+    #[inline(always)]
+    pub(crate) fn new(plan: Fused) -> Self {
+        Self {
+            mask: &SHAPE_MASKS[plan.shape as usize],
+            upper: plan.upper(),
+            run_mask: plan.run_mask(),
+        }
+    }
+}
+
+/// A way to write the summaries of a whole mini array (the burst poller's
+/// mini path): scalar here, SSSE3/AVX2 in `zip_x86`, NEON in `zip_neon`.
+/// A value of the type is the proof that the CPU can run it (the path's
+/// token), so the methods are safe.
+pub(crate) trait SummaryWriter: Copy {
+    /// A plan's constants as the writer keeps them (shuffle masks, the
+    /// constant part of the summaries): built once per title, held in
+    /// registers across its arrays.
+    type Prepared: Copy;
+
+    /// The constants of `plan`.
+    fn prepare(self, plan: Fused) -> Self::Prepared;
+
+    /// Writes the summaries of lanes `0..L` (`L` is 7 or 8) of the mini
+    /// array `copy` (the 64 bytes of a basic mini-array slot or of an
+    /// enhanced compressed CQE, as copied) into `out`, by the plan `p` was
+    /// prepared from: each equal to [`Fused::summary_words`] of its lane.
+    /// `running` is the running counter before lane 0.
+    fn write<const L: usize>(
+        self,
+        p: &Self::Prepared,
+        copy: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary; L],
+    );
+
+    /// `cq.burst_loop` with this writer, out of line (compiled with the
+    /// writer's target feature, so that its writes inline).
+    fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>);
+}
+
+/// The scalar [`SummaryWriter`] (any CPU).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ScalarWriter;
+
+impl SummaryWriter for ScalarWriter {
+    type Prepared = Fused;
+
+    #[inline(always)]
+    fn prepare(self, plan: Fused) -> Fused {
+        plan
+    }
+
+    #[inline(always)]
+    fn write<const L: usize>(
+        self,
+        plan: &Fused,
+        copy: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary; L],
+    ) {
+        let minis = copy.to_minis().minis;
+        for (lane, (slot, m)) in out.iter_mut().zip(&minis).enumerate() {
+            let (wr_id, hi) = plan.summary_words(m, lane, running);
+            store_summary(slot, wr_id, hi);
+        }
+    }
+
+    #[inline(never)]
+    fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        cq.burst_loop::<M, S, W, Self>(ring, self, wqs, out)
+    }
+}
+
 /// [`expand_session`] through the batched decoder `path`: decodes the
 /// minis eight at a time and stores each completion from the batch. Same
 /// contract and, bit for bit, the same result.
@@ -626,6 +878,56 @@ pub(crate) mod prop {
     /// Random minis.
     pub(crate) fn minis(rng: &mut XorShift, n: usize) -> std::vec::Vec<MiniCqe> {
         (0..n).map(|_| MiniCqe { bytes: rng.bytes() }).collect()
+    }
+
+    /// The whole-array writer `d` against the reference: for random titles,
+    /// formats, mini arrays and running counters, the summaries it writes
+    /// (eight and seven lanes) equal those of the scalar decoder's
+    /// [`MiniBatch`] (`wqe_counter` as the wr_id, `byte_cnt`, success, the
+    /// title's opcode, origin mini), lane by lane. Returns the number of
+    /// arrays checked.
+    pub(crate) fn check_writer<D: SummaryWriter>(d: D, seed: u64, rounds: usize) -> usize {
+        let mut rng = XorShift(seed);
+        let mut checked = 0;
+        for round in 0..rounds {
+            let title = title(&mut rng);
+            let view = view(&mut rng);
+            let unzip = Unzip::new(&title, view);
+            let opcode = title.op_own.opcode();
+            let Some(plan) = Fused::new(unzip, opcode) else {
+                continue;
+            };
+            let bytes = rng.bytes::<64>();
+            let running = rng.next() as u16;
+            let array: [MiniCqe; MINI_CQE_ARRAY_SIZE] = zerocopy::transmute!(bytes);
+            let mut batch = MiniBatch::new(&title);
+            decode_scalar(unzip, &array, running, &mut batch);
+            let want: [CompletionSummary; MINI_CQE_ARRAY_SIZE] = core::array::from_fn(|l| {
+                CompletionSummary::new(
+                    u64::from(batch.wqe_counter[l]),
+                    batch.byte_cnt[l],
+                    WcStatus::Success,
+                    opcode,
+                    Origin::Mini,
+                )
+            });
+            let p = d.prepare(plan);
+            let mut got8 = [CompletionSummary::default(); 8];
+            d.write(&p, CqeCopy::from_bytes(&bytes), running, &mut got8);
+            assert_eq!(got8, want, "round {round} {plan:?} {view:?}");
+            let mut got7 = [CompletionSummary::default(); 7];
+            d.write(&p, CqeCopy::from_bytes(&bytes), running, &mut got7);
+            assert_eq!(got7[..], want[..7], "round {round} {plan:?} {view:?} (7)");
+            if plan.shape == SummaryShape::Running {
+                assert_eq!(
+                    plan.end_running(running, 8),
+                    batch.end_counter(unzip, 8, running),
+                    "round {round} {plan:?}"
+                );
+            }
+            checked += 1;
+        }
+        checked
     }
 
     /// `path` against the scalar decoder (every lane, every field) and
@@ -814,6 +1116,13 @@ mod tests {
         assert_eq!(basic_invalidate_range(1, 9), (8, 8));
         assert_eq!(basic_invalidate_range(0, 64), (1, 7));
         assert_eq!(basic_invalidate_range(7, 64), (56, 63));
+    }
+
+    #[test]
+    fn scalar_writer_matches_the_decoder() {
+        let rounds = if cfg!(miri) { 64 } else { 20_000 };
+        let n = prop::check_writer(ScalarWriter, 0x5eed_0f5e, rounds);
+        std::eprintln!("scalar writer: {n} arrays checked");
     }
 
     #[test]

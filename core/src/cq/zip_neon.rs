@@ -15,13 +15,18 @@
 //! "neon")`), so the token [`Neon`] is normally built at compile time; the
 //! `unsafe` constructor covers targets built without it.
 
-use super::zip::{MiniBatch, MiniKind, Unzip, FLOW_TAG_BITS, SOP_MASK};
+use super::mem::{CqeCopy, SizedRing};
+use super::zip::{
+    Fused, MiniBatch, MiniKind, Prepared, SummaryWriter, Unzip, FLOW_TAG_BITS, SOP_MASK,
+};
+use super::{CompletionSummary, Cq, PollError, WorkQueues};
 use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
 use core::arch::aarch64::{
     uint16x8_t, uint32x4_t, vaddq_u16, vandq_u16, vandq_u32, vcombine_u16, vdupq_n_u16,
-    vdupq_n_u32, vextq_u16, vld1q_u16, vld2q_u32, vmovn_u32, vorrq_u32, vreinterpretq_u32_u8,
-    vreinterpretq_u8_u32, vrev32q_u8, vshlq_n_u32, vshrn_n_u16, vshrn_n_u32, vshrq_n_u32, vst1_u8,
-    vst1q_u16, vst1q_u32,
+    vdupq_n_u32, vextq_u16, vld1q_u16, vld1q_u32, vld1q_u8, vld2q_u32, vmovn_u32, vorrq_u32,
+    vqtbl1q_u8, vreinterpretq_u16_u32, vreinterpretq_u16_u8, vreinterpretq_u32_u8,
+    vreinterpretq_u8_u16, vreinterpretq_u8_u32, vrev32q_u8, vshlq_n_u32, vshrn_n_u16, vshrn_n_u32,
+    vshrq_n_u32, vst1_u8, vst1q_u16, vst1q_u32, vst1q_u8,
 };
 
 /// Proof that the CPU running this code has NEON.
@@ -172,10 +177,145 @@ unsafe fn decode_neon(
     }
 }
 
+/// The NEON [`SummaryWriter`]: per mini one `tbl` (its index and byte
+/// count, byte-swapped, into place), one add (the constant part; for the
+/// running shape the counter plus the lane in the wr_id's low 16 bits,
+/// wrapping as the counter does), one store.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NeonWriter(pub(crate) Neon);
+
+impl SummaryWriter for NeonWriter {
+    type Prepared = Prepared;
+
+    #[inline(always)]
+    fn prepare(self, plan: Fused) -> Prepared {
+        Prepared::new(plan)
+    }
+
+    #[inline(always)]
+    fn write<const L: usize>(
+        self,
+        p: &Prepared,
+        copy: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary; L],
+    ) {
+        // SAFETY: `self` holds the token, so NEON is available.
+        unsafe { write_neon::<L>(p, copy, running, out) }
+    }
+
+    #[inline(always)]
+    fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so NEON is available.
+        unsafe { burst_loop_neon::<M, S, W>(self, cq, ring, wqs, out) }
+    }
+}
+
+/// [`SummaryWriter::write`] with NEON.
+///
+/// Not a `#[target_feature]` function (those cannot be
+/// `inline(always)`): it is only instantiated inside the burst functions
+/// compiled for the feature, where its intrinsics inline.
+///
+/// # Safety
+/// The CPU must support NEON.
+#[inline(always)]
+unsafe fn write_neon<const L: usize>(
+    p: &Prepared,
+    copy: CqeCopy,
+    running: u16,
+    out: &mut [CompletionSummary; L],
+) {
+    const { assert!(L <= MINI_CQE_ARRAY_SIZE) };
+    let add0 = [u32::from(running & p.run_mask), 0, 0, p.upper];
+    let step = [u32::from(p.run_mask & 1), 0, 0, 0];
+    let dst = out.as_mut_ptr().cast::<u8>();
+    // SAFETY: NEON is enabled for this function and available (caller
+    // contract). Loads: the two 16-byte halves of a 32-byte static mask and
+    // two 16-byte local arrays. Stores: lane `i < L` writes the 16 bytes of
+    // `out[i]`, a valid summary (the upper word holds `Origin::Mini`, the
+    // rest plain integers).
+    unsafe {
+        let mask = [vld1q_u8(p.mask.as_ptr()), vld1q_u8(p.mask.as_ptr().add(16))];
+        let mut add = vreinterpretq_u16_u32(vld1q_u32(add0.as_ptr()));
+        let step = vreinterpretq_u16_u32(vld1q_u32(step.as_ptr()));
+        for i in 0..L {
+            let s = vreinterpretq_u16_u8(vqtbl1q_u8(copy.0[i / 2], mask[i % 2]));
+            vst1q_u8(dst.add(16 * i), vreinterpretq_u8_u16(vaddq_u16(s, add)));
+            add = vaddq_u16(add, step);
+        }
+    }
+}
+
+/// `cq.burst_loop` with the NEON writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support NEON.
+#[target_feature(enable = "neon")]
+#[inline(never)]
+unsafe fn burst_loop_neon<const M: u8, const S: usize, W: WorkQueues>(
+    d: NeonWriter,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> (usize, Result<(), PollError>) {
+    cq.burst_loop::<M, S, W, NeonWriter>(ring, d, wqs, out)
+}
+
+/// `Cq::poll_burst` for layout `M` with the NEON writer (the token proves
+/// the feature, so the call is safe).
+#[inline]
+pub(crate) fn burst_neon<const M: u8, W: WorkQueues>(
+    t: Neon,
+    wide: bool,
+    cq: &mut Cq,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> Result<usize, PollError> {
+    // SAFETY: the token proves NEON, all `burst_neon_in` requires.
+    unsafe { burst_neon_in::<M, W>(t, wide, cq, wqs, out) }
+}
+
+/// # Safety
+/// The CPU must support NEON.
+#[target_feature(enable = "neon")]
+unsafe fn burst_neon_in<const M: u8, W: WorkQueues>(
+    t: Neon,
+    wide: bool,
+    cq: &mut Cq,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> Result<usize, PollError> {
+    let d = NeonWriter(t);
+    if wide {
+        cq.burst_in::<M, 128, W, NeonWriter>(d, wqs, out)
+    } else {
+        cq.burst_in::<M, 64, W, NeonWriter>(d, wqs, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::zip::{prop, UnzipPath};
     use super::*;
+
+    #[test]
+    fn neon_writer_matches_the_decoder() {
+        let Some(token) = Neon::compile_time() else {
+            std::eprintln!("NEON not enabled at compile time: skipped");
+            return;
+        };
+        let rounds = if cfg!(miri) { 64 } else { 20_000 };
+        let n = prop::check_writer(NeonWriter(token), 0x5eed_0e0f, rounds);
+        std::eprintln!("neon writer: {n} arrays checked");
+    }
 
     #[test]
     fn neon_matches_scalar_and_reference() {

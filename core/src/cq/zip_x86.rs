@@ -21,18 +21,22 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
-use super::zip::{MiniBatch, MiniKind, Unzip, FLOW_TAG_BITS, SOP_MASK};
-use super::CompletionSummary;
+use super::mem::{CqeCopy, SizedRing};
+use super::zip::{
+    Fused, MiniBatch, MiniKind, Prepared, SummaryWriter, Unzip, FLOW_TAG_BITS, SOP_MASK,
+};
+use super::{CompletionSummary, Cq, PollError, WorkQueues};
 use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
-    __m128i, __m256i, _mm256_and_si256, _mm256_broadcastsi128_si256, _mm256_castsi256_si128,
-    _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_or_si256, _mm256_permute4x64_epi64,
-    _mm256_set1_epi32, _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32,
-    _mm256_storeu_si256, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16,
-    _mm_and_si128, _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32,
-    _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi8, _mm_setzero_si128,
-    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128,
-    _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
+    __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
+    _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_or_si256,
+    _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_shuffle_epi8,
+    _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256, _mm256_unpackhi_epi64,
+    _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128,
+    _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16, _mm_set1_epi32,
+    _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8,
+    _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128, _mm_storel_epi64,
+    _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
     _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
 };
 
@@ -385,6 +389,282 @@ pub(crate) fn summaries_sse2(
     }
 }
 
+// ---------------------------------------------------------------------------
+// Whole mini arrays straight into summaries (`SummaryWriter`), and the burst
+// poller instantiated inside functions compiled for the feature, so that
+// the writers inline into its loops (one dispatch per `poll_burst` call).
+
+/// The SSSE3 [`SummaryWriter`] (the [`Sse41`] token: SSE4.1 implies SSSE3).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sse41Writer(pub(crate) Sse41);
+
+impl SummaryWriter for Sse41Writer {
+    type Prepared = Prepared;
+
+    #[inline(always)]
+    fn prepare(self, plan: Fused) -> Prepared {
+        Prepared::new(plan)
+    }
+
+    #[inline(always)]
+    fn write<const L: usize>(
+        self,
+        p: &Prepared,
+        copy: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary; L],
+    ) {
+        // SAFETY: `self` holds the token, so SSE4.1 is available.
+        unsafe { write_sse41::<L>(p, copy, running, out) }
+    }
+
+    #[inline(always)]
+    fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so SSE4.1 is available.
+        unsafe { burst_loop_sse41::<M, S, W>(self, cq, ring, wqs, out) }
+    }
+}
+
+/// [`SummaryWriter::write`] with 128-bit vectors: per mini one `pshufb`
+/// (its index and byte count, byte-swapped, into place), one add (the
+/// constant part: status, opcode and origin in the top word; for the
+/// running shape, the counter plus the lane in the wr_id's low 16 bits,
+/// wrapping as the counter does), one store.
+///
+/// Not a `#[target_feature]` function (those cannot be
+/// `inline(always)`): it is only instantiated inside the burst functions
+/// compiled for the feature, where its intrinsics inline.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[inline(always)]
+unsafe fn write_sse41<const L: usize>(
+    p: &Prepared,
+    copy: CqeCopy,
+    running: u16,
+    out: &mut [CompletionSummary; L],
+) {
+    const { assert!(L <= MINI_CQE_ARRAY_SIZE) };
+    let dst = out.as_mut_ptr().cast::<__m128i>();
+    let start = i32::from(running & p.run_mask);
+    let step = i32::from(p.run_mask & 1);
+    // SAFETY: SSE4.1 is enabled for this function and available (caller
+    // contract). Loads: the two 16-byte halves of a 32-byte static mask.
+    // Stores: lane `i < L` writes the 16 bytes of `out[i]` (a summary is 16
+    // bytes), and the bytes are a valid summary (the upper word holds
+    // `Origin::Mini`, the rest plain integers).
+    unsafe {
+        let mask = [
+            _mm_loadu_si128(p.mask.as_ptr().cast::<__m128i>()),
+            _mm_loadu_si128(p.mask.as_ptr().add(16).cast::<__m128i>()),
+        ];
+        let mut add = _mm_setr_epi32(start, 0, 0, p.upper as i32);
+        let step = _mm_cvtsi32_si128(step);
+        for i in 0..L {
+            let s = _mm_shuffle_epi8(copy.0[i / 2], mask[i % 2]);
+            _mm_storeu_si128(dst.add(i), _mm_add_epi16(s, add));
+            add = _mm_add_epi16(add, step);
+        }
+    }
+}
+
+/// The AVX2 [`SummaryWriter`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx2Writer(pub(crate) Avx2);
+
+impl SummaryWriter for Avx2Writer {
+    type Prepared = Prepared;
+
+    #[inline(always)]
+    fn prepare(self, plan: Fused) -> Prepared {
+        Prepared::new(plan)
+    }
+
+    #[inline(always)]
+    fn write<const L: usize>(
+        self,
+        p: &Prepared,
+        copy: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary; L],
+    ) {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { write_avx2::<L>(p, copy, running, out) }
+    }
+
+    #[inline(always)]
+    fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { burst_loop_avx2::<M, S, W>(self, cq, ring, wqs, out) }
+    }
+}
+
+/// Per pair `j` of an array, the lane numbers `2j` and `2j + 1` in the
+/// wr_id's low word of each half (the running shape's `running + lane`).
+static AVX2_LANES: [[i32; 8]; 4] = [
+    [0, 0, 0, 0, 1, 0, 0, 0],
+    [2, 0, 0, 0, 3, 0, 0, 0],
+    [4, 0, 0, 0, 5, 0, 0, 0],
+    [6, 0, 0, 0, 7, 0, 0, 0],
+];
+
+/// [`SummaryWriter::write`] with 256-bit vectors: per pair of minis one
+/// broadcast of their 16 bytes to both halves, one `vpshufb` (first mini's
+/// mask in the low half, second's in the high half: the two summaries in
+/// order), two adds (the constant part and running counter; the lane
+/// numbers), one 32-byte store.
+///
+/// Not a `#[target_feature]` function (those cannot be
+/// `inline(always)`): it is only instantiated inside the burst functions
+/// compiled for the feature, where its intrinsics inline.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn write_avx2<const L: usize>(
+    p: &Prepared,
+    copy: CqeCopy,
+    running: u16,
+    out: &mut [CompletionSummary; L],
+) {
+    const { assert!(L <= MINI_CQE_ARRAY_SIZE) };
+    let dst = out.as_mut_ptr().cast::<__m128i>();
+    let lanes = i32::from(p.run_mask);
+    // SAFETY: AVX2 is enabled for this function and available (caller
+    // contract). Loads: the 32-byte static mask and the 32-byte rows of
+    // `AVX2_LANES`. Stores: pair `j` writes `out[2j]` and `out[2j + 1]` (32
+    // bytes) only if `2j + 1 < L`, else `out[2j]` alone (16 bytes); every
+    // byte pattern is a valid summary (as in `write_sse41`).
+    unsafe {
+        let mask = _mm256_loadu_si256(p.mask.as_ptr().cast::<__m256i>());
+        // Status, opcode, origin in the top word of each summary; the
+        // running counter in the wr_id's low word; the lane numbers only
+        // for the running shape.
+        let start = i32::from(running & p.run_mask);
+        let add = _mm256_setr_epi32(start, 0, 0, p.upper as i32, start, 0, 0, p.upper as i32);
+        let lanes = _mm256_set1_epi32(lanes);
+        for (j, lane) in AVX2_LANES.iter().enumerate().take(L.div_ceil(2)) {
+            let pair = _mm256_broadcastsi128_si256(copy.0[j]);
+            let lane = _mm256_loadu_si256(lane.as_ptr().cast::<__m256i>());
+            let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, mask), add);
+            let s = _mm256_add_epi16(s, _mm256_and_si256(lane, lanes));
+            if 2 * j + 1 < L {
+                _mm256_storeu_si256(dst.add(2 * j).cast::<__m256i>(), s);
+            } else {
+                _mm_storeu_si128(dst.add(2 * j), _mm256_castsi256_si128(s));
+            }
+        }
+    }
+}
+
+/// `cq.burst_loop` with the SSE4.1 writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+#[inline(never)]
+unsafe fn burst_loop_sse41<const M: u8, const S: usize, W: WorkQueues>(
+    d: Sse41Writer,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> (usize, Result<(), PollError>) {
+    cq.burst_loop::<M, S, W, Sse41Writer>(ring, d, wqs, out)
+}
+
+/// `cq.burst_loop` with the AVX2 writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn burst_loop_avx2<const M: u8, const S: usize, W: WorkQueues>(
+    d: Avx2Writer,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> (usize, Result<(), PollError>) {
+    cq.burst_loop::<M, S, W, Avx2Writer>(ring, d, wqs, out)
+}
+
+/// `Cq::poll_burst` for layout `M` with the SSSE3 writer (the token
+/// proves the feature, so the call is safe).
+#[inline]
+pub(crate) fn burst_sse41<const M: u8, W: WorkQueues>(
+    t: Sse41,
+    wide: bool,
+    cq: &mut Cq,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> Result<usize, PollError> {
+    // SAFETY: the token proves SSE4.1, all `burst_sse41_in` requires.
+    unsafe { burst_sse41_in::<M, W>(t, wide, cq, wqs, out) }
+}
+
+/// # Safety
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+unsafe fn burst_sse41_in<const M: u8, W: WorkQueues>(
+    t: Sse41,
+    wide: bool,
+    cq: &mut Cq,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> Result<usize, PollError> {
+    let d = Sse41Writer(t);
+    if wide {
+        cq.burst_in::<M, 128, W, Sse41Writer>(d, wqs, out)
+    } else {
+        cq.burst_in::<M, 64, W, Sse41Writer>(d, wqs, out)
+    }
+}
+
+/// `Cq::poll_burst` for layout `M` with the AVX2 writer (the token proves
+/// the feature, so the call is safe).
+#[inline]
+pub(crate) fn burst_avx2<const M: u8, W: WorkQueues>(
+    t: Avx2,
+    wide: bool,
+    cq: &mut Cq,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> Result<usize, PollError> {
+    // SAFETY: the token proves AVX2, all `burst_avx2_in` requires.
+    unsafe { burst_avx2_in::<M, W>(t, wide, cq, wqs, out) }
+}
+
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn burst_avx2_in<const M: u8, W: WorkQueues>(
+    t: Avx2,
+    wide: bool,
+    cq: &mut Cq,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+) -> Result<usize, PollError> {
+    let d = Avx2Writer(t);
+    if wide {
+        cq.burst_in::<M, 128, W, Avx2Writer>(d, wqs, out)
+    } else {
+        cq.burst_in::<M, 64, W, Avx2Writer>(d, wqs, out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::zip::{prop, UnzipPath};
@@ -408,6 +688,30 @@ mod tests {
         let path = UnzipPath::Sse41(unsafe { Sse41::new_unchecked() });
         let n = prop::check_path(path, 0x5eed_5e41, rounds(), 512);
         std::eprintln!("sse4.1: {n} minis checked");
+    }
+
+    #[test]
+    fn sse41_writer_matches_the_decoder() {
+        if !std::is_x86_feature_detected!("sse4.1") {
+            std::eprintln!("SSE4.1 not available: skipped");
+            return;
+        }
+        // SAFETY: detected just above.
+        let d = Sse41Writer(unsafe { Sse41::new_unchecked() });
+        let n = prop::check_writer(d, 0x5eed_5e42, 8 * rounds());
+        std::eprintln!("sse4.1 writer: {n} arrays checked");
+    }
+
+    #[test]
+    fn avx2_writer_matches_the_decoder() {
+        if !std::is_x86_feature_detected!("avx2") {
+            std::eprintln!("AVX2 not available: skipped");
+            return;
+        }
+        // SAFETY: detected just above.
+        let d = Avx2Writer(unsafe { Avx2::new_unchecked() });
+        let n = prop::check_writer(d, 0x5eed_a0c3, 8 * rounds());
+        std::eprintln!("avx2 writer: {n} arrays checked");
     }
 
     #[test]
