@@ -641,6 +641,13 @@ impl Fused {
 /// the wr_id's low half, byte-swapped (bytes 2–7 zero); 8–11: the byte
 /// count, byte-swapped; 12–15 zero (status, opcode and origin are added).
 /// `0x80` selects zero (`pshufb`: high bit; `tbl`: out of range).
+#[cfg_attr(
+    not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "aarch64"
+    )),
+    allow(dead_code)
+)]
 pub(crate) static SHAPE_MASKS: [[u8; 32]; 4] = {
     const Z: u8 = 0x80;
     /// Byte `b` of the pair's mini `half` (zero stays zero).
@@ -681,6 +688,13 @@ pub(crate) static SHAPE_MASKS: [[u8; 32]; 4] = {
 /// ([`Fused::upper`]) and the running counter's mask ([`Fused::run_mask`]).
 /// The vectors are built where they are used (the writers inline into the
 /// array loops, which keep them in registers).
+#[cfg_attr(
+    not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "aarch64"
+    )),
+    allow(dead_code)
+)]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Prepared {
     /// The shape's masks.
@@ -691,6 +705,13 @@ pub(crate) struct Prepared {
     pub(crate) run_mask: u16,
 }
 
+#[cfg_attr(
+    not(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "aarch64"
+    )),
+    allow(dead_code)
+)]
 impl Prepared {
     /// The constants of `plan`.
     #[inline(always)]
