@@ -298,6 +298,16 @@ fn striding_rq_zip_enhanced_l34h_stridx() {
 fn striding_rq_zip_enhanced_csum_stridx() {
     striding(zip(CompressionLayout::Enhanced, MiniCqeFormat::CsumStridx));
 }
+
+#[test]
+fn striding_rq_zip_enhanced_ftag_stridx() {
+    striding(zip(CompressionLayout::Enhanced, MiniCqeFormat::FtagStridx));
+}
+
+#[test]
+fn striding_rq_zip_basic_l34h_stridx() {
+    striding(zip(CompressionLayout::Basic, MiniCqeFormat::L34hStridx));
+}
 // ---------------------------------------------------------------------------
 // SRQ and XRC (shared scenarios)
 // ---------------------------------------------------------------------------
