@@ -244,18 +244,50 @@ pub fn measured_cq_poll32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
 /// an array of `CompletionSummary`; returns the sum of their wr_ids.
 #[inline(never)]
 pub fn measured_cq_poll_burst32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
+    let mut out = [CompletionSummary::default(); POLL_BATCH];
+    poll_bursts(cq, wqs, &mut out, n)
+}
+
+/// [`measured_cq_poll_burst32`] with at most [`LONG_BATCH`] completions
+/// per call (a poller that drains the CQ in bigger bursts: the per-call
+/// cost spread over more completions), into `out` (the caller's, not
+/// cleared per measurement).
+#[inline(never)]
+pub fn measured_cq_poll_burst256(
+    cq: &mut Cq,
+    wqs: &mut RawCounters,
+    out: &mut [CompletionSummary; LONG_BATCH],
+    n: u64,
+) -> u64 {
+    poll_bursts(cq, wqs, out, n)
+}
+
+/// Completions per call of the `burst256_*` scenarios.
+pub const LONG_BATCH: usize = 256;
+
+/// Polls `n` completions with `Cq::poll_burst`, at most `B` per call;
+/// returns the sum of their wr_ids.
+#[inline(always)]
+fn poll_bursts<const B: usize>(
+    cq: &mut Cq,
+    wqs: &mut RawCounters,
+    out: &mut [CompletionSummary; B],
+    n: u64,
+) -> u64 {
     let mut acc = 0u64;
     let mut left = n;
-    let mut out = [CompletionSummary::default(); POLL_BATCH];
     while left > 0 {
-        let max = left.min(POLL_BATCH as u64) as usize;
+        let max = left.min(B as u64) as usize;
         let got = match cq.poll_burst(wqs, &mut out[..max]) {
             Ok(0) => poll_failed(None),
             Ok(got) => got,
             Err(e) => poll_failed(Some(e)),
         };
-        acc = acc.wrapping_add(if got == POLL_BATCH {
-            sum_wr_ids32(&out)
+        acc = acc.wrapping_add(if got == B {
+            // (Whole bursts of 32: no loop.)
+            out.chunks_exact(POLL_BATCH)
+                .filter_map(|c| <&[CompletionSummary; POLL_BATCH]>::try_from(c).ok())
+                .fold(0u64, |a, c| a.wrapping_add(sum_wr_ids_full(c)))
         } else {
             sum_wr_ids(&out[..got.min(max)])
         });
@@ -282,10 +314,10 @@ fn sum_wr_ids(summaries: &[CompletionSummary]) -> u64 {
     sum.iter().fold(0, |a, &s| a.wrapping_add(s))
 }
 
-/// [`sum_wr_ids`] of a full burst (no loop: ≈ 1 instruction per
+/// [`sum_wr_ids`] of a full burst (no loop for 32: ≈ 1 instruction per
 /// completion).
 #[inline(always)]
-fn sum_wr_ids32(summaries: &[CompletionSummary; POLL_BATCH]) -> u64 {
+fn sum_wr_ids_full<const B: usize>(summaries: &[CompletionSummary; B]) -> u64 {
     summaries.iter().fold(0u64, |a, c| a.wrapping_add(c.wr_id))
 }
 
@@ -343,6 +375,8 @@ enum Api {
     Poll,
     StartPoll,
     Burst,
+    /// `poll_burst` with at most [`LONG_BATCH`] per call.
+    Burst256,
 }
 
 /// Polling a CQ that the device model keeps full.
@@ -355,6 +389,8 @@ struct PollScenario {
     wqs: RawCounters,
     consumed: u64,
     sink: u64,
+    /// The burst's array ([`Api::Burst256`]).
+    out: Box<[CompletionSummary; LONG_BATCH]>,
 }
 
 impl Scenario for PollScenario {
@@ -375,6 +411,9 @@ impl Scenario for PollScenario {
             Api::Poll => measured_cq_poll32(&mut self.cq, &mut self.wqs, n),
             Api::StartPoll => measured_cq_start_poll32(&mut self.cq, &mut self.wqs, n),
             Api::Burst => measured_cq_poll_burst32(&mut self.cq, &mut self.wqs, n),
+            Api::Burst256 => {
+                measured_cq_poll_burst256(&mut self.cq, &mut self.wqs, &mut self.out, n)
+            }
         };
         self.sink = self.sink.wrapping_add(acc);
         self.consumed += n;
@@ -407,6 +446,7 @@ fn poll_scenario_with(
         wqs: RawCounters::default(),
         consumed: 0,
         sink: 0,
+        out: Box::new([CompletionSummary::default(); LONG_BATCH]),
     })
 }
 
@@ -790,6 +830,75 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             Stream::Enhanced(64),
             UnzipPath::Scalar,
         ),
+    ]);
+    // The same bursts with room for 256 completions per call (DPDK PMDs
+    // poll 32 to 64; a drain loop may ask for more).
+    let long = "*measured_cq_poll_burst256*";
+    v.extend([
+        poll_scenario(
+            "cq/burst256_uncompressed",
+            long,
+            Api::Burst256,
+            Stream::Uncompressed,
+        ),
+        poll_scenario_with(
+            "cq/burst256_basic8_best",
+            long,
+            Api::Burst256,
+            Stream::Basic(8),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst256_basic64_best",
+            long,
+            Api::Burst256,
+            Stream::Basic(64),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst256_basic_max_best",
+            long,
+            Api::Burst256,
+            Stream::Basic(max_basic),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst256_enhanced8_best",
+            long,
+            Api::Burst256,
+            Stream::Enhanced(8),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst256_enhanced64_best",
+            long,
+            Api::Burst256,
+            Stream::Enhanced(64),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst256_enhanced_max_best",
+            long,
+            Api::Burst256,
+            Stream::Enhanced(max_enhanced),
+            best,
+        ),
+        poll_scenario_with(
+            "cq/burst256_basic64_scalar",
+            long,
+            Api::Burst256,
+            Stream::Basic(64),
+            UnzipPath::Scalar,
+        ),
+        poll_scenario_with(
+            "cq/burst256_enhanced64_scalar",
+            long,
+            Api::Burst256,
+            Stream::Enhanced(64),
+            UnzipPath::Scalar,
+        ),
+    ]);
+    v.extend([
         poll_scenario_with(
             "cq/poll32_basic8_best",
             poll,

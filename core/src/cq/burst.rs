@@ -29,13 +29,21 @@
 //! registers and written straight into eight (enhanced: seven) summaries
 //! by a [`SummaryWriter`] (per mini or pair of minis one byte shuffle, an
 //! add or two, a store), a basic array's slot and holes invalidated in one
-//! unrolled pass. Everything else (an array or block `out` has no room
-//! for, other work queues, striding RQs, error titles) goes through the
+//! unrolled pass. Everything else (a basic array `out` has no room for,
+//! other work queues, striding RQs, error titles) goes through the
 //! session's [`super::MiniBatch`] as the general poller decodes it.
 //!
 //! The enhanced layout goes entry by entry (`Cq::enhanced_loop`): validity
 //! bytes for a group at a time, one barrier per group, each entry copied
-//! whole and decoded from the copy.
+//! whole and decoded from the copy; a run of compressed CQEs of one title
+//! in a tight loop (`Cq::enhanced_blocks`: index and running counter in
+//! registers, the next block's validity byte read once, one barrier). A
+//! block that straddles the end of `out` is written whole into the CQ's
+//! carry buffer: the minis that fit are handed out, the rest at the start
+//! of the next call. The consumer index stays on the block until its last
+//! mini is handed out (as for the general poller's session), so the
+//! doorbell record never covers a completion not handed out; `poll` or
+//! `start_poll` on a carried block decode it from its kept copy.
 //!
 //! STYLE point 8 holds per entry: its ownership byte is read once before
 //! the barrier, the bytes it is decoded from copied once after it, and only
@@ -51,7 +59,7 @@ use super::mem::{
     store_summary, CqeCopy, PlainFields, Run, SizedRing, FIELDS_COUNTER, FIELDS_IDS, FIELDS_OPCODE,
     OP_OWN, VALIDITY,
 };
-use super::zip::{self, Fused, MiniView, ScalarWriter, SummaryWriter, Unzip};
+use super::zip::{self, Fused, MiniView, ScalarWriter, Session, SummaryWriter, Unzip};
 use super::{
     lookup_error, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title, UnzipPath,
     WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_MASK, NO_ZIP, OP_REQ,
@@ -96,6 +104,23 @@ fn identity_lanes(
         );
     }
 }
+
+/// How the burst poller writes the compressed CQEs (enhanced layout) of
+/// one title whole: what its minis carry, the plan, the writer's
+/// constants.
+struct BlockPlan<D: SummaryWriter> {
+    unzip: Unzip,
+    plan: Fused,
+    p: D::Prepared,
+}
+
+impl<D: SummaryWriter> Clone for BlockPlan<D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: SummaryWriter> Copy for BlockPlan<D> {}
 
 /// What the general steps made of one copied entry.
 enum Taken {
@@ -490,14 +515,25 @@ impl Cq {
         // Entries from `self.ci` on whose validity bytes were read (and
         // matched) before the last barrier.
         let mut owned = 0usize;
+        // The entry at `self.ci`, already copied (owned: counted in
+        // `owned`), when a block run ended on it.
+        let mut pending: Option<CqeCopy> = None;
         // The last plain CQE reported: the title once committed.
         let mut title: Option<CqeCopy> = None;
         // The whole-block plan of the committed title and the writer's
         // constants for it (`None` inside: not known yet).
-        let mut plan: Option<Option<(Fused, D::Prepared)>> = None;
+        let mut plan: Option<Option<BlockPlan<D>>> = None;
         let result = loop {
-            if self.session.is_some() {
-                let (k, r) = self.session_lanes::<ENHANCED, W>(wqs, &mut out[n..]);
+            if let Some(s) = self.session {
+                let (k, r) = if s.carried && W::WR_ID_IS_WQE_COUNTER {
+                    (self.carry_out(s, &mut out[n..]), Ok(true))
+                } else {
+                    if s.carried {
+                        // (Summaries of another work queue's mapping.)
+                        self.decode_carried();
+                    }
+                    self.session_lanes::<ENHANCED, W>(wqs, &mut out[n..])
+                };
                 n += k;
                 match r {
                     Ok(true) => {}
@@ -513,20 +549,27 @@ impl Cq {
                 break Ok(());
             }
             let ci = self.ci;
-            if owned == 0 {
-                // Step 1: the validity bytes (PRM-FACTS §9.2) of up to the
-                // rest of the burst; the format is decoded from each copy.
-                let run = ring.run(ci, max - n);
-                let vic = size.iteration(ci);
-                owned = run.scan_from::<VALIDITY>(0, |v| v == vic).0;
-                if owned == 0 {
-                    break Ok(());
+            let copy = match pending.take() {
+                Some(copy) => copy,
+                None => {
+                    if owned == 0 {
+                        // Step 1: the validity bytes (PRM-FACTS §9.2) of up
+                        // to the rest of the burst; the format is decoded
+                        // from each copy.
+                        let run = ring.run(ci, max - n);
+                        let vic = size.iteration(ci);
+                        owned = run.scan_from::<VALIDITY>(0, |v| v == vic).0;
+                        if owned == 0 {
+                            break Ok(());
+                        }
+                        // Step 2: every read of the group's bodies after
+                        // them.
+                        barrier::from_device();
+                    }
+                    // Step 3: one copy, decoded.
+                    ring.ring().copy_out(ring.entry(ci))
                 }
-                // Step 2: every read of the group's bodies after them.
-                barrier::from_device();
-            }
-            // Step 3: one copy, decoded.
-            let copy = ring.ring().copy_out(ring.entry(ci));
+            };
             let cqe = copy.to_cqe();
             let op_own = cqe.op_own.into_bits();
             // (The owner bit is not used in this layout.)
@@ -556,29 +599,29 @@ impl Cq {
             }
             if op_own & FORMAT_MASK == FORMAT_COMPRESSED {
                 let count = zip::enhanced_count(cqe.op_own) as usize;
-                let room = max - n;
                 if W::WR_ID_IS_WQE_COUNTER
                     && self.title == Title::InCur
                     && count <= ENHANCED_MAX_MINIS
-                    && count <= room
                 {
-                    let fused = *plan.get_or_insert_with(|| {
+                    let blocks = *plan.get_or_insert_with(|| {
                         let title = &self.cur.cqe;
-                        let plan = Fused::new(Unzip::new(title, view?), title.op_own.opcode())?;
-                        Some((plan, d.prepare(plan)))
+                        let unzip = Unzip::new(title, view?);
+                        let plan = Fused::new(unzip, title.op_own.opcode())?;
+                        Some(BlockPlan {
+                            unzip,
+                            plan,
+                            p: d.prepare(plan),
+                        })
                     });
-                    if let (Some((pl, p)), Some(dst)) = (
-                        fused,
-                        out.get_mut(n..)
-                            .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>()),
-                    ) {
-                        // The block's minis, straight into the summaries;
-                        // it stands for `count` consumer indices.
-                        d.write(&p, copy, self.running, dst);
-                        self.running = pl.end_running(self.running, count as u32);
-                        self.ci = ci.wrapping_add(count as u32);
-                        owned = owned.saturating_sub(count);
-                        n += count;
+                    if let Some(b) = blocks {
+                        // This block and the compressed CQEs after it,
+                        // straight into the summaries.
+                        let (k, next) = self.enhanced_blocks(ring, d, &b, copy, out, n, owned);
+                        n = k;
+                        (owned, pending) = match next {
+                            Some(copy) => (1, Some(copy)),
+                            None => (0, None),
+                        };
                         continue;
                     }
                 }
@@ -615,6 +658,120 @@ impl Cq {
             self.commit_title(t);
         }
         (n, result)
+    }
+
+    /// Enhanced layout: the compressed CQE at `self.ci` (`copy`: its
+    /// validity byte read before the barrier, copied once) and the
+    /// compressed CQEs right after it, minis of the committed title, each
+    /// written whole into `out` from `n` on by `d` (seven summaries at a
+    /// time; with fewer than seven places left, through the carry buffer).
+    /// The consumer index and running counter stay in registers. `owned`:
+    /// entries from `self.ci` whose validity bytes were read before the
+    /// last barrier (at least this one).
+    ///
+    /// Returns the new count and, if an owned entry that is not such a
+    /// block ended the run, its copy (at the new `self.ci`); `None` when
+    /// `out` is full or the next entry is not owned yet.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the loop's state, all in registers"
+    )]
+    #[inline(always)]
+    fn enhanced_blocks<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        b: &BlockPlan<D>,
+        mut copy: CqeCopy,
+        out: &mut [CompletionSummary],
+        mut n: usize,
+        owned: usize,
+    ) -> (usize, Option<CqeCopy>) {
+        let max = out.len();
+        let size = self.size;
+        let plan = b.plan;
+        let mut ci = self.ci;
+        let mut running = self.running;
+        let mut owned = owned.max(1);
+        let next = loop {
+            let op_own = copy.to_cqe().op_own;
+            let count = zip::enhanced_count(op_own);
+            if op_own.into_bits() & FORMAT_MASK != FORMAT_COMPRESSED
+                || count as usize > ENHANCED_MAX_MINIS
+            {
+                break Some(copy);
+            }
+            if let Some(dst) = out
+                .get_mut(n..)
+                .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>())
+            {
+                d.write(&b.p, copy, running, dst);
+            } else {
+                // Fewer than seven places: the whole block into the carry
+                // buffer, as many minis as fit handed out.
+                d.write(&b.p, copy, running, &mut self.carry.sums);
+                let take = (count as usize).min(max - n);
+                copy_few(&mut out[n..n + take], &self.carry.sums);
+                if take < count as usize {
+                    // The rest next call: the consumer index stays on the
+                    // block until its last mini is handed out.
+                    self.carry.block = copy.to_cqe();
+                    self.carry.running = running;
+                    self.session = Some(Session {
+                        base: ci,
+                        count,
+                        next: take as u32,
+                        unzip: b.unzip,
+                        fused: None,
+                        carried: true,
+                    });
+                    self.ci = ci;
+                    self.running = plan.end_running(running, count);
+                    return (max, None);
+                }
+            }
+            running = plan.end_running(running, count);
+            ci = ci.wrapping_add(count);
+            n += count as usize;
+            owned = owned.saturating_sub(count as usize);
+            if n >= max {
+                break None;
+            }
+            // The next entry: its validity byte once (unless read before
+            // the last barrier), the barrier, one copy.
+            let e = ring.entry(ci);
+            if owned == 0 {
+                if ring.ring().read_validity(e) != size.iteration(ci) {
+                    break None;
+                }
+                barrier::from_device();
+                owned = 1;
+            }
+            copy = ring.ring().copy_out(e);
+        };
+        self.ci = ci;
+        self.running = running;
+        (n, next)
+    }
+
+    /// Hands out the carried minis of the session `s` (the compressed CQE
+    /// at `self.ci`, written whole by an earlier call) into `out`; closes
+    /// the session after the last.
+    #[inline(always)]
+    fn carry_out(&mut self, mut s: Session, out: &mut [CompletionSummary]) -> usize {
+        let i = s.next as usize;
+        let take = (s.count as usize).saturating_sub(i).min(out.len());
+        if let Some(src) = self.carry.sums.get(i..) {
+            copy_few(&mut out[..take], src);
+        }
+        s.next += take as u32;
+        if s.next >= s.count {
+            self.ci = s.base.wrapping_add(s.count);
+            self.session = None;
+        } else {
+            self.session = Some(s);
+        }
+        take
     }
 
     /// Enhanced layout: `copy`, a plain CQE just reported, becomes the
@@ -917,6 +1074,35 @@ fn write_array<const S: usize, D: SummaryWriter>(
     d.write(p, ring.ring().copy_out(ring.entry(index)), running, dst);
     ring.invalidate_array(index, slots);
     plan.end_running(running, len)
+}
+
+/// Copies `src[..dst.len()]` (fewer than eight summaries) into `dst` in
+/// fixed-size pieces of four, two and one (no call to `memcpy`).
+#[inline(always)]
+fn copy_few(dst: &mut [CompletionSummary], src: &[CompletionSummary]) {
+    debug_assert!(dst.len() < 8 && dst.len() <= src.len());
+    let len = dst.len();
+    let mut i = 0;
+    if len & 4 != 0 {
+        if let (Some(d), Some(s)) = (dst.first_chunk_mut::<4>(), src.first_chunk::<4>()) {
+            *d = *s;
+        }
+        i = 4;
+    }
+    if len & 2 != 0 {
+        if let (Some(d), Some(s)) = (
+            dst.get_mut(i..).and_then(|d| d.first_chunk_mut::<2>()),
+            src.get(i..).and_then(|s| s.first_chunk::<2>()),
+        ) {
+            *d = *s;
+        }
+        i += 2;
+    }
+    if len & 1 != 0 {
+        if let (Some(d), Some(s)) = (dst.get_mut(i), src.get(i)) {
+            *d = *s;
+        }
+    }
 }
 
 /// The fields of a plain CQE from its whole copy (enhanced layout).

@@ -404,6 +404,25 @@ pub struct Cq {
     cur: Completion,
     log: ErrorLog,
     broken: bool,
+    /// Enhanced layout: the compressed CQE the burst poller took whole
+    /// while `out` had no room for all its minis (the open session is
+    /// [`Session::carried`]).
+    carry: Carry,
+}
+
+/// A compressed CQE (enhanced layout) written whole by the burst poller,
+/// its minis handed out over more than one call: the consumer index stays
+/// on it until the last one is (as for the general poller's session), so
+/// the doorbell record never covers a completion not handed out.
+#[derive(Clone, Copy, Debug, Default)]
+struct Carry {
+    /// The summaries of its minis, lane by lane.
+    sums: [CompletionSummary; ENHANCED_MAX_MINIS],
+    /// Its copy (taken once, after its validity byte and the barrier), for
+    /// the general poller's [`MiniBatch`].
+    block: Cqe64,
+    /// The running counter before its first mini.
+    running: u16,
 }
 
 impl Cq {
@@ -474,6 +493,7 @@ impl Cq {
             cur: Completion::empty(),
             log: ErrorLog::default(),
             broken: false,
+            carry: Carry::default(),
         })
     }
 
@@ -803,6 +823,7 @@ impl Cq {
             next: 0,
             unzip,
             fused,
+            carried: false,
         });
         Ok(())
     }
@@ -849,8 +870,26 @@ impl Cq {
             next: 0,
             unzip,
             fused: None,
+            carried: false,
         });
         Ok(true)
+    }
+
+    /// The [`MiniBatch`] of the carried compressed CQE, from its copy (the
+    /// decode [`Self::decode_enhanced`] would have done when it was read).
+    #[cold]
+    #[inline(never)]
+    fn decode_carried(&mut self) {
+        let Some(session) = self.session.as_mut() else {
+            return;
+        };
+        session.carried = false;
+        let unzip = session.unzip;
+        self.ensure_batch_title();
+        let array: MiniCqeArray = zerocopy::transmute!(self.carry.block);
+        self.cfg
+            .unzip
+            .decode(unzip, &array.minis, self.carry.running, &mut self.cur.batch);
     }
 
     /// Makes `cur.batch` hold the current title's (`cur.cqe`) fields in
@@ -876,6 +915,10 @@ impl Cq {
     /// session (invalidating its slots in the basic layout) after the last.
     #[inline(always)]
     fn next_mini<const M: u8>(&mut self) -> Result<(), PollError> {
+        if M == ENHANCED && self.session.is_some_and(|s| s.carried) {
+            // The burst poller took this CQE whole.
+            self.decode_carried();
+        }
         let Some(session) = self.session.as_mut() else {
             self.broken = true;
             return Err(PollError::Broken);

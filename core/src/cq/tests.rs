@@ -1353,13 +1353,28 @@ fn compare_burst<W: WorkQueues>(
     wqs: impl Fn() -> W,
 ) -> usize {
     let mut compared = 0;
-    let mut buf = [CompletionSummary::default(); 24];
+    let mut buf = [CompletionSummary::default(); 64];
     let (mut w0, mut w1, mut w2) = (wqs(), wqs(), wqs());
+    // Mostly short bursts (minis carried over from one call to the next),
+    // now and then up to 64; one call in eight on `cqs[1]` is a `poll`
+    // (state a burst carried, taken on by the general poller, and back).
+    let long = rng.below(2) == 0;
     for call in 0.. {
-        let batch = 1 + rng.below(buf.len() as u64) as usize;
+        let batch = if long || rng.below(8) == 0 {
+            1 + rng.below(buf.len() as u64) as usize
+        } else {
+            1 + rng.below(9) as usize
+        };
         let mut want = Vec::new();
         let r_poll = cqs[0].poll(&mut w0, batch, |c| want.push(c.summary()));
-        let r_burst = cqs[1].poll_burst(&mut w1, &mut buf[..batch]);
+        let r_burst = if rng.below(8) == 0 {
+            let mut got = Vec::new();
+            let r = cqs[1].poll(&mut w1, batch, |c| got.push(c.summary()));
+            buf[..got.len()].copy_from_slice(&got);
+            r
+        } else {
+            cqs[1].poll_burst(&mut w1, &mut buf[..batch])
+        };
         let mut by_one = Vec::new();
         let r_one = start_next_end(&mut cqs[2], &mut w2, batch, &mut by_one);
         let ctx = || std::format!("{what} call {call} batch {batch}");

@@ -205,6 +205,11 @@ pub(crate) struct Session {
     /// Basic layout: how the burst poller writes whole arrays of the
     /// session, if it may ([`Fused::new`] of the title).
     pub(crate) fused: Option<Fused>,
+    /// Enhanced layout: the burst poller wrote this compressed CQE's
+    /// summaries whole into the CQ's carry buffer and handed out the first
+    /// `next`; its [`MiniBatch`] is not decoded yet (the general poller
+    /// decodes it from the carried copy before its next mini).
+    pub(crate) carried: bool,
 }
 
 /// The number of minis an enhanced compressed CQE declares.
