@@ -21,12 +21,13 @@ fn burst_short(n: usize) -> ! {
 /// queue (inline or pointer descriptors, as the queue's `inline_max`
 /// says); `n` is a multiple of 32.
 ///
-/// Counted: `tx_burst` whole. Per packet: the burst loop (shape, length
-/// and limit tests, the descriptor into the staging area, the id into the
-/// id ring). Per session: closing it (control segment, the staged session
-/// copied into the ring by `memcpy`, the shadow entries, the CQE decision)
-/// and opening the next one. Per burst: opening the first session
-/// (`TxBatch::push`'s checks), `TxBatch::complete` (the producer update,
+/// Counted: `tx_burst` whole. Per packet: the counted loop (shape, kind
+/// and length tests, the descriptor written straight into the ring, the id
+/// into the id ring). Per session: how many packets fit, closing it
+/// (control segment and padding in place, the shadow entries, the CQE
+/// decision) and opening the next one in the ring (a session that would
+/// cross the ring end is staged and copied). Per burst: opening the
+/// first session, `TxBatch::complete` (the producer update,
 /// the doorbell record store, two `sfence` and the 8-byte doorbell store
 /// to ordinary memory), this loop and the test of its result. Not
 /// counted: building the packets (once, by the scenario) and retiring (in
@@ -47,8 +48,8 @@ pub fn measured_tx_burst32_empw(
 
 /// The same bursts on a [`SingleWqe`] queue: one SEND WQE per packet (18
 /// bytes of L2 header inline in the Ethernet segment, the other 46 bytes by
-/// pointer; 4 DS, one WQEBB, built as one 64-byte value and written
-/// straight into the ring with its shadow entry), one doorbell per burst.
+/// pointer; 4 DS, one WQEBB, built as eight 8-byte words straight into
+/// the ring with its shadow entry), one doorbell per burst.
 /// Counted as in [`measured_tx_burst32_empw`].
 #[inline(never)]
 pub fn measured_tx_burst32_single(

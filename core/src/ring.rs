@@ -341,6 +341,41 @@ impl<'a> WqebbRing<'a> {
         true
     }
 
+    /// The `n` blocks from the free-running block counter `at`, as bytes
+    /// the caller writes in place (a WQE built straight into the ring), when
+    /// they lie before the ring end; `None` if they would cross it (the
+    /// caller stages the WQE and copies it with [`WqebbRing::write_run`],
+    /// which wraps). One bounds test for the window, none per write: the
+    /// caller's writes are slice accesses inside it.
+    ///
+    /// The caller passes blocks it has reserved and not yet published
+    /// (between its producer counter and the ring's free room): the device
+    /// reads none of them until a later doorbell, which cannot be rung
+    /// while the window borrows the ring.
+    #[inline(always)]
+    pub fn window(&mut self, at: u32, n: u32) -> Option<&mut [u8]> {
+        let slot = (at & self.mask) as usize;
+        let n = n as usize;
+        if n > self.blocks() as usize - slot {
+            return None;
+        }
+        #[cfg(loom)]
+        self.track_write(slot, n);
+        // SAFETY: `slot + n <= blocks` (the test above, with `slot <= mask`),
+        // so the `n * 64` bytes from block `slot` lie inside the ring, valid
+        // for reads and writes for `'a` (constructor contracts). The slice
+        // borrows `self` mutably, and `RingBuf` is the only Rust handle to
+        // the ring memory (`RingBuf::new`'s contract), so nothing in this
+        // process accesses those bytes while it lives. The device reads ring
+        // memory by DMA, outside Rust's model, and only blocks that a
+        // doorbell record has published, which these are not (the caller's
+        // reservation, above); a doorbell needs `&mut` on the send queue,
+        // not available while the slice lives.
+        Some(unsafe {
+            core::slice::from_raw_parts_mut(self.base().as_ptr().add(slot).cast::<u8>(), n * 64)
+        })
+    }
+
     /// Reads the block at the free-running block counter `at`.
     #[inline(always)]
     pub fn read(&self, at: u32) -> [u8; 64] {
@@ -462,6 +497,25 @@ mod tests {
         assert_eq!(r.read(0), [0; 64]);
         assert!(r.write_contiguous(4, 0, |_| unreachable!()));
         assert_eq!(mem[64], 1);
+    }
+
+    #[test]
+    fn windows_stop_at_the_ring_end() {
+        let mut mem = vec![0u8; 256];
+        let p = mem.as_mut_ptr();
+        // SAFETY: `mem` outlives the ring and is only accessed through it.
+        let ring = unsafe { RingBuf::new(p, 256) }.unwrap();
+        let mut r = WqebbRing::new(ring).unwrap();
+        // Counter 6 is slot 2: two blocks fit, three would cross the end.
+        assert!(r.window(6, 3).is_none());
+        let w = r.window(6, 2).unwrap();
+        assert_eq!(w.len(), 128);
+        w[0] = 7;
+        w[127] = 9;
+        assert_eq!(r.window(7, 0).map(|w| w.len()), Some(0));
+        assert_eq!(r.window(0, 4).map(|w| w.len()), Some(256));
+        assert_eq!((r.read(2)[0], r.read(3)[63]), (7, 9));
+        assert_eq!((mem[128], mem[255], mem[127]), (7, 9, 0));
     }
 
     #[test]

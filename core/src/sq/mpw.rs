@@ -58,7 +58,9 @@
 //!
 //! A session is built in the queue's own staging area ([`TxQueue`] holds
 //! one largest WQE plus some slack) and copied into the ring (wrapping at
-//! its end) when it closes, past the producer index; only
+//! its end) when it closes, past the producer index; the burst path builds
+//! a session that does not cross the ring end straight into its reserved
+//! WQEBBs instead ([`crate::ring::WqebbRing::window`]); only
 //! [`TxBatch::complete`] moves the producer index and rings the doorbell
 //! (one doorbell record write and one register write per burst). Dropping a
 //! batch unpublished discards its packets: ring bytes past the producer
@@ -70,9 +72,9 @@
 //! [`TxBatch::push`] builds packet by packet, with the common case in a
 //! tight loop (`burst.rs`): on an eMPW queue, packets with one segment and
 //! the session's offload values are appended with one test per limit and
-//! fixed-size copies, sessions closed and reopened inside the loop; on a
-//! one-WQE-per-packet queue, each plain frame's SEND WQE is built as one
-//! 64-byte value and written straight into the ring. Every other packet
+//! fixed-size copies, sessions built in the ring and closed and reopened
+//! inside the loop; on a one-WQE-per-packet queue, each plain frame's SEND
+//! WQE is built as eight words straight into the ring. Every other packet
 //! takes `push`. Both paths write the same bytes
 //! (`tests::burst_path_matches_push`).
 //!
@@ -780,6 +782,11 @@ struct Open {
     /// Legacy MPW: the common length, and whether the session is inline.
     len: u32,
     mpw_inline: bool,
+    /// Built straight into the ring (the burst path,
+    /// [`WqebbRing::window`](crate::ring::WqebbRing::window)), not in the
+    /// staging area: bytes 16 up to the DS count are in the ring, the
+    /// control segment is written at close.
+    direct: bool,
 }
 
 /// How one packet goes into a session.
@@ -935,7 +942,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         if let Some(c) = self.stats.closes.get_mut(reason as usize) {
             *c += 1;
         }
-        self.finish(o.pi, o.ds, opcode);
+        self.finish(o.pi, o.ds, opcode, o.direct);
     }
 
     /// Whether the WQE being finished requests a CQE (the per-WQE part of
@@ -951,9 +958,15 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
     /// Writes the control segment of the staged WQE (starting at producer
     /// counter `pi`, `ds` DS, opcode and opmod `opcode` as the host-order
     /// `opmod_idx_opcode` of WQE index 0), copies it into the ring and
-    /// records it (shadow, counters).
+    /// records it (shadow, counters). A `direct` WQE is in the ring
+    /// already but for its control segment and the zeroes after its DS
+    /// count: those are written in place (the control segment into the
+    /// staging area too, for the doorbell; the whole WQE, for BlueFlame).
     #[inline(never)]
-    fn finish(&mut self, pi: u32, ds: u32, opcode: u32) {
+    fn finish(&mut self, pi: u32, ds: u32, opcode: u32, direct: bool) {
+        if direct && self.finish_in_place(pi, ds, opcode) {
+            return;
+        }
         let bbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
         self.p.wqes += 1;
         self.p.wqebbs += bbs;
@@ -979,10 +992,13 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         put(st, 0, ctrl.as_bytes());
         // Zero from the DS count to the end of the last WQEBB (at most 3
         // units; the slack of the staging area takes the rest).
-        let tail = (ds as usize * SEND_WQE_DS) & STAGE_MASK;
-        put(st, tail, &[0u8; 3 * SEND_WQE_DS]);
-        // Into the ring at the session's first WQEBB, wrapping at its end.
         let end = bbs as usize * SEND_WQE_BB;
+        put(
+            st,
+            (ds as usize * SEND_WQE_DS) & STAGE_MASK,
+            &[0u8; 3 * SEND_WQE_DS],
+        );
+        // Into the ring at the session's first WQEBB, wrapping at its end.
         let staged = st.get(..end).unwrap_or_default();
         let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged).unwrap_or_default();
         sq.ring.write_run(pi, blocks);
@@ -1019,6 +1035,94 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         if signal {
             self.p.reset_since();
         }
+    }
+
+    /// [`Out::finish`] of a WQE built in the ring (its WQEBBs before the
+    /// ring end): the control segment and the zeroes after the DS count
+    /// written in place, the control segment also into the staging area
+    /// (the doorbell's copy; the whole WQE, for BlueFlame), the same
+    /// shadow and counters. Returns false, doing nothing, if the WQE's
+    /// WQEBBs cross the ring end (it is not in the ring then).
+    #[inline(always)]
+    fn finish_in_place(&mut self, pi: u32, ds: u32, opcode: u32) -> bool {
+        let bbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
+        let sq = &mut *self.sq;
+        let Some(w) = sq.ring.window(pi, bbs) else {
+            return false;
+        };
+        let p = &mut *self.p;
+        p.wqes += 1;
+        p.wqebbs += bbs;
+        let s = &self.sig;
+        let signal = (p.wqebbs >= s.drain_wqebbs)
+            | (p.pkts >= s.drain_pkts)
+            | ((s.every != 0) & (p.wqes >= s.every));
+        let fm_ce_se = if signal {
+            FM_CE_ALWAYS
+        } else {
+            s.fm_unsignaled
+        };
+        // The control segment as two words (`CtrlSeg`'s layout: the
+        // opcode word, the QPN/DS word, 3 zero bytes, `fm_ce_se`, `imm`).
+        let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
+        let mut ctrl = [0u8; SEND_WQE_DS];
+        let (op, rest) = ctrl.split_at_mut(4);
+        op.copy_from_slice(&(opcode | index).to_be_bytes());
+        if let Some(q) = rest.first_chunk_mut::<4>() {
+            *q = (sq.lim.qpn_ds_bits | (ds << ctrl_bits::DS_SHIFT)).to_be_bytes();
+        }
+        if let Some(b) = ctrl.get_mut(CTRL_FM_CE_SE) {
+            *b = fm_ce_se;
+        }
+        let end = bbs as usize * SEND_WQE_BB;
+        if let Some(c) = w.first_chunk_mut::<SEND_WQE_DS>() {
+            *c = ctrl;
+        }
+        // Zeroes from the DS count to the end of the last WQEBB: at most
+        // 3 units, each one fixed-size store (no `memset` call).
+        let tail = ds as usize * SEND_WQE_DS;
+        for k in 1..=3 {
+            if tail + k * SEND_WQE_DS <= end {
+                if let Some(u) = w
+                    .get_mut(end - k * SEND_WQE_DS..)
+                    .and_then(|u| u.first_chunk_mut::<SEND_WQE_DS>())
+                {
+                    *u = [0; SEND_WQE_DS];
+                }
+            }
+        }
+        let st = &mut self.stage.0;
+        if P::BLUEFLAME {
+            // The BlueFlame copy is taken from the staging area.
+            put(st, 0, w.get(..end.min(STAGE_BYTES)).unwrap_or_default());
+        } else if let Some(c) = st.first_chunk_mut::<SEND_WQE_DS>() {
+            *c = ctrl;
+        }
+        // Shadow: as `finish` (the WQE does not wrap: neither does its run
+        // of entries).
+        let slot = sq.size.slot(pi);
+        if let Some(run) = sq.shadow.get_mut(slot + 1..slot + bbs as usize) {
+            run.fill(SqShadowEntry::EMPTY);
+        }
+        if let Some(e) = sq.shadow.get_mut(slot) {
+            *e = SqShadowEntry::new(
+                u64::from(p.head),
+                wq_counter16(pi),
+                bbs as u8,
+                if signal {
+                    SHADOW_SIGNALED | SHADOW_CQE
+                } else {
+                    0
+                },
+            );
+        }
+        p.pi = pi.wrapping_add(bbs);
+        *self.wqes += 1;
+        *self.last = Some((pi, bbs, ds));
+        if signal {
+            p.reset_since();
+        }
+        true
     }
 }
 
@@ -1128,6 +1232,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         if self.open.is_none() {
             self.open_session(p, len, desc)?;
         }
+        self.stage_open();
         self.add(p, desc);
         Ok(())
     }
@@ -1198,6 +1303,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
             offload: p.offload,
             len,
             mpw_inline: matches!(desc, Desc::Inline(_)),
+            direct: false,
         };
         // Title: the Ethernet segment now (the control segment at close).
         let mut eth = EthSeg {
@@ -1293,7 +1399,25 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
 
     /// Writes the staged WQE out (see [`Out::finish`]).
     fn finish(&mut self, pi: u32, ds: u32, opcode: u32) {
-        self.out().finish(pi, ds, opcode);
+        self.out().finish(pi, ds, opcode, false);
+    }
+
+    /// Moves the open session, if it is built in the ring, back into the
+    /// staging area (bytes 16 up to its DS count), where
+    /// [`TxBatch::add`] appends.
+    fn stage_open(&mut self) {
+        let Some(o) = self.open.as_mut().filter(|o| o.direct) else {
+            return;
+        };
+        o.direct = false;
+        let end = o.ds as usize * SEND_WQE_DS;
+        let q = &mut *self.q;
+        if let (Some(w), Some(d)) = (
+            q.sq.ring.window(o.pi, o.ds.div_ceil(4)),
+            q.stage.0.get_mut(SEND_WQE_DS..end),
+        ) {
+            d.copy_from_slice(w.get(SEND_WQE_DS..end).unwrap_or_default());
+        }
     }
 
     /// The parts that writing a WQE out touches.

@@ -8,50 +8,60 @@
 //! without any decision but the session's limits: one segment, no TSO, no
 //! VLAN insertion, the session's offload values, a length that is no
 //! [`TxError::BadLength`](super::TxError::BadLength), an id-ring slot.
-//! [`fill`] appends such packets to the session in a loop that nothing is
-//! called from (it keeps its state in registers): one test each for the
-//! shape (the offload values compared as two words), the length class, the
-//! inline bytes and the DS room; the descriptor written into the staging
-//! area with fixed-size moves; the id stored into a contiguous run of the
-//! id ring. The loop has one descriptor shape per queue, chosen once per
-//! run: inline frames of 32..=64 bytes (the minimum-size Ethernet frames:
-//! header word, two overlapping 32-byte moves, one 16-byte zero store for
-//! the padding, into a fixed 96-byte window), or pointers on a queue that
-//! never inlines. The packet it stops at goes to [`fill_one`] (any other
-//! common shape, out of the loop); when that one finds the session full,
-//! the session is closed for the reason `push` would give and the next one
-//! opened, with the same offload values, without leaving the burst path.
-//! Everything else (another offload value, several segments, TSO, VLAN, a
-//! refused length, a full ring or id ring) goes to `push`, which closes,
-//! opens, sends as a single WQE or refuses as it always does. The counters
-//! (session, batch, statistics) are written back once per run.
+//!
+//! A session whose WQEBBs (as many as its largest DS count takes) lie
+//! before the ring end is built straight into the ring
+//! ([`WqebbRing::window`]): its title and descriptors are written in
+//! place, its close writes the control segment and the padding after the
+//! DS count ([`Out::finish`]), and nothing is copied. A session that would
+//! cross the ring end is built in the staging area and copied, wrapping,
+//! when it closes, as `push` does.
+//!
+//! Runs of alike packets (inline frames of one length of 32..=64 bytes, or
+//! pointers on a queue that never inlines) take counted loops
+//! ([`Run::sessions`]: [`fill_same`], [`fill_ptrs`]): how many fit the
+//! session (packets, DS room, inline bytes) is computed once per session,
+//! so the loop tests only the packet (shape, offload values as two words,
+//! kind and length) and writes the descriptor with fixed-size moves and
+//! the id into a contiguous run of the id ring. When a session is full and
+//! the next packet is alike, it is closed for the reason `push` gives and
+//! the next one opened in the ring, without leaving the loop. Other
+//! common packets take [`fill`] (mixed lengths) and [`fill_one`] (any
+//! common shape, one at a time); everything else (another offload value,
+//! several segments, TSO, VLAN, a refused length, a full ring or id ring)
+//! goes to `push`, which closes, opens, sends as a single WQE or refuses
+//! as it always does (moving a session built in the ring back to the
+//! staging area first if it adds to it). The counters (session, batch,
+//! statistics) are written back once per session.
 //!
 //! # One WQE per packet
 //!
 //! [`TxBatch::single_run`] builds the SEND WQE of a plain frame (inline L2
-//! header if the queue needs one, the rest by pointer: one WQEBB) as a
-//! 64-byte value and writes it straight into the ring, with its shadow
-//! entry; anything else goes to `push`.
+//! header if the queue needs one, the rest by pointer: one WQEBB) as eight
+//! 8-byte words, straight into the ring up to its end, with its shadow
+//! entry; the CQE decision is a countdown to the next threshold. Anything
+//! else goes to `push`.
 //!
 //! # Same bytes
 //!
 //! Within each descriptor, the bytes are `push`'s: header, frame, zero
-//! padding. Bytes written past the descriptor (the zero store, the
-//! window's slack) lie past the DS count, where the next descriptor or the
-//! session close overwrites them before the session is copied into the
-//! ring. `tests::burst_path_matches_push` runs both paths on random bursts
+//! padding, and nothing is written past a descriptor (the session may be
+//! in the ring, where the bytes after its last WQEBB are not its own).
+//! `tests::burst_path_matches_push` runs both paths on random bursts
 //! (mixed shapes, lengths, offload values, limits, ring and id-ring wraps,
-//! full queues, refusals, every mode) and compares ring, doorbell, shadow,
-//! counters and completions.
+//! full queues, refusals, every mode; one burst in three uniform, as a
+//! benchmark's, with now and then one odd packet) and compares ring,
+//! doorbell, shadow, counters and completions.
 #![forbid(unsafe_code)]
 
 use super::{
     copy_frame, ctrl_bits, data_seg, in_flight, inline_header, mpw, wq_counter16, CloseReason,
-    Desc, DoorbellPolicy, Open, Out, Packet, PacketBuf, QpKind, SqShadowEntry, TxBatch, TxKind,
-    TxMode, TxQueue, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS, SHADOW_CQE, SHADOW_SIGNALED,
-    STAGE_BYTES, STAGE_MASK,
+    Desc, DoorbellPolicy, Open, Out, Packet, PacketBuf, Pending, QpKind, SqShadowEntry, TxBatch,
+    TxKind, TxMode, TxQueue, CTRL_FM_CE_SE, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS,
+    SHADOW_CQE, SHADOW_SIGNALED, STAGE_BYTES,
 };
 use crate::prm::ETH_L2_INLINE_HEADER_SIZE;
+use crate::ring::WqebbRing;
 
 /// Longest frame [`TxBatch::push`] accepts (`TxError::BadLength` beyond).
 const MAX_LEN: usize = (u32::MAX >> 1) as usize;
@@ -185,21 +195,103 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         };
         let key = o.offload.words();
         let mut sess = Sess::of(o, max_pk, max_inline);
+        // Build the session in the ring from here on, if it does not
+        // cross the ring end: what is staged so far (its Ethernet segment
+        // and the descriptors `push` added) moves there once.
+        if !o.direct {
+            if let Some(w) = out.sq.ring.window(o.pi, max_bbs(o)) {
+                let end = o.ds as usize * SEND_WQE_DS;
+                let title = mpw::TITLE_DS * SEND_WQE_DS;
+                if let (Some(d), Some(s)) = (
+                    w.get_mut(SEND_WQE_DS..end),
+                    out.stage.0.get(SEND_WQE_DS..end),
+                ) {
+                    if end == title {
+                        // A fresh session (the common case): a fixed-size
+                        // copy, no `memcpy` call.
+                        if let (Ok(d), Ok(s)) = (
+                            <&mut [u8; (mpw::TITLE_DS - 1) * SEND_WQE_DS]>::try_from(d),
+                            <&[u8; (mpw::TITLE_DS - 1) * SEND_WQE_DS]>::try_from(s),
+                        ) {
+                            *d = *s;
+                        }
+                    } else {
+                        d.copy_from_slice(s);
+                    }
+                    o.direct = true;
+                }
+            }
+        }
         // Packets of `pkts` counted in `out.p` (and the session).
         let mut counted = 0usize;
         let mut k = 0usize;
+        let lim = Limits {
+            max_pk,
+            max_inline,
+            cfg_ds,
+        };
         loop {
+            // Runs of equal packets into sessions built in the ring, closed
+            // and reopened without leaving the loop.
+            if o.direct {
+                if let (Some(rest), Some(rest_ids)) = (pkts.get(k..n), ids.get_mut(k..n)) {
+                    let mut run = Run {
+                        out: &mut out,
+                        o: &mut *o,
+                        s: &mut sess,
+                        key,
+                        lim,
+                        counted: &mut counted,
+                        base: k,
+                        inline: &mut *inline,
+                    };
+                    let (j, gone) = match (MODE, rest.first().map(|p| p.buf)) {
+                        (SMALL, Some(PacketBuf::Frame(f))) => match f.data.len() {
+                            len @ 32..=44 => run.sessions::<M, 48>(rest, rest_ids, len),
+                            len @ 45..=60 => run.sessions::<M, 64>(rest, rest_ids, len),
+                            len @ 61..=64 => run.sessions::<M, 80>(rest, rest_ids, len),
+                            _ => (0, false),
+                        },
+                        (POINTER, Some(_)) => run.sessions::<M, 16>(rest, rest_ids, 0),
+                        _ => (0, false),
+                    };
+                    k += j;
+                    if gone {
+                        *open = None;
+                        return k;
+                    }
+                }
+            }
             // The loop takes what fits the session (at most its packets
             // left); the packet it stops at, one descriptor out of it.
             let m = (n - k).min(sess.left);
             let (Some(rest), Some(rest_ids)) = (pkts.get(k..k + m), ids.get_mut(k..k + m)) else {
                 break;
             };
-            k += fill::<MODE>(&mut out.stage.0, rest, rest_ids, key, &mut sess);
+            let dst = dest(&mut out.sq.ring, &mut out.stage.0, o);
+            // The counted loop first; the general one where it stopped at
+            // a packet (not at the session's limits: then the next packet
+            // closes the session, `fill_one`).
+            let (mut j, full) = match MODE {
+                SMALL => same_run(dst, rest, rest_ids, key, &mut sess),
+                POINTER => match rest.first().map(|p| p.buf) {
+                    Some(PacketBuf::Frame(_)) => {
+                        fill_ptrs::<true>(dst, rest, rest_ids, key, &mut sess)
+                    }
+                    _ => fill_ptrs::<false>(dst, rest, rest_ids, key, &mut sess),
+                },
+                _ => (0, false),
+            };
+            if let (false, Some(rest), Some(rest_ids)) =
+                (full, rest.get(j..), rest_ids.get_mut(j..))
+            {
+                j += fill::<MODE>(dst, rest, rest_ids, key, &mut sess);
+            }
+            k += j;
             let (Some(p), Some(id)) = (pkts.get(k), ids.get_mut(k)) else {
                 break;
             };
-            let exit = match fill_one(&mut out.stage.0, p, key, inline_lim, &mut sess) {
+            let exit = match fill_one(dst, p, key, inline_lim, &mut sess) {
                 Ok(()) => {
                     *id = p.id;
                     k += 1;
@@ -237,7 +329,17 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                 offload: o.offload,
                 len: 0,
                 mpw_inline: false,
+                direct: false,
             };
+            if let Some(w) = out.sq.ring.window(o.pi, max_bbs(o)) {
+                if let (Some(d), Some(s)) = (
+                    w.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS),
+                    out.stage.0.get(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS),
+                ) {
+                    d.copy_from_slice(s);
+                    o.direct = true;
+                }
+            }
             sess = Sess::of(o, max_pk, max_inline);
         }
         sync(o, &mut out, &mut counted, k, &sess, max_inline, inline);
@@ -250,12 +352,23 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// one-segment frames, no TSO, no VLAN insertion, longer than
     /// [`TxConfig::single_inline_max`](super::TxConfig::single_inline_max)
     /// (the frame by pointer after the inline L2 header the queue needs).
-    /// Each WQE is one WQEBB, built as a value and written straight into
-    /// the ring (a failed packet writes nothing: the tests come first);
-    /// the bytes, shadow entry and counters are [`TxBatch::push`]'s
-    /// (`single`). Returns how many.
+    /// Each WQE is one WQEBB, built as eight 8-byte words and written
+    /// straight into the ring, at most up to its end (a failed packet
+    /// writes nothing: the tests come first); the bytes, shadow entry and
+    /// counters are [`TxBatch::push`]'s (`single`). Returns how many.
     #[inline(never)]
     fn single_run(&mut self, pkts: &[Packet<'_>]) -> usize {
+        match self.q.sq.lim.eth_min_inline {
+            0 => self.single_run_as::<false>(pkts),
+            18 => self.single_run_as::<true>(pkts),
+            _ => 0,
+        }
+    }
+
+    /// [`TxBatch::single_run`] on a queue that inlines the 18-byte L2
+    /// header (`MIN18`) or no header.
+    #[inline(always)]
+    fn single_run_as<const MIN18: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
         let inline_max = usize::from(self.q.cfg.single_inline_max);
         let sig = self.q.signal();
         let TxBatch {
@@ -274,11 +387,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             tail,
             ..
         } = &mut **q;
-        let min18 = match sq.lim.eth_min_inline {
-            0 => false,
-            18 => true,
-            _ => return 0,
-        };
+        let min18 = MIN18;
         // As many as the ring, the free ids and the ids up to the id
         // ring's end take.
         let cap = ids.len();
@@ -299,66 +408,119 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         } else {
             (3, 0)
         };
-        let qpn_ds = (sq.lim.qpn_ds_bits | (ds << ctrl_bits::DS_SHIFT)).to_be_bytes();
-        let mask = sq.size.mask();
+        let qpn_ds = sq.lim.qpn_ds_bits | (ds << ctrl_bits::DS_SHIFT);
+        // Byte `i` of the WQE is byte `i % 8` of word `i / 8` taken
+        // little-endian (`to_le_bytes` below), whatever the host's order.
+        let qpn_ds_hi = u64::from(u32::from_le_bytes(qpn_ds.to_be_bytes())) << 32;
+        let hdr_sz_word = u64::from(u16::from_le_bytes(hdr_sz.to_be_bytes())) << 32;
+        let fm_word = |fm: u8| u64::from(fm) << ((CTRL_FM_CE_SE - 8) * 8);
+        // Packets to the next CQE request: the counters since the last one
+        // (WQEs, WQEBBs, packets) all grow by one per packet here, so the
+        // first that reaches its threshold does it after this many.
+        let until = |p: &Pending| {
+            let every = if sig.every != 0 {
+                sig.every.saturating_sub(p.wqes)
+            } else {
+                u32::MAX
+            };
+            sig.drain_wqebbs
+                .saturating_sub(p.wqebbs)
+                .min(sig.drain_pkts.saturating_sub(p.pkts))
+                .min(every)
+                .max(1)
+        };
+        let fresh = Pending::default();
+        let mut countdown = until(pend);
+        let mut since = 0u32;
+        let mut signaled = false;
+        let mut pi = pend.pi;
+        let mut head = pend.head;
         let mut k = 0;
-        for (p, id) in pkts.iter().zip(ids.iter_mut()) {
-            let PacketBuf::Frame(f) = p.buf else { break };
-            let len = f.data.len();
-            if !p.more.is_empty() | (p.tso_mss != 0) | p.vlan_tci.is_some()
-                || len <= inline_max
-                || len.wrapping_sub(ETH_L2_INLINE_HEADER_SIZE + 1)
-                    > MAX_LEN - ETH_L2_INLINE_HEADER_SIZE - 1
+        'runs: while k < n {
+            // The WQEBBs from `pi` to the ring end (or `n`): one window.
+            let to_end = (sq.ring.blocks() - (pi & sq.ring.mask())) as usize;
+            let m = (n - k).min(to_end);
+            let (Some(w), Some(run), Some(run_ids)) = (
+                sq.ring.window(pi, m as u32),
+                pkts.get(k..k + m),
+                ids.get_mut(k..k + m),
+            ) else {
+                break;
+            };
+            let slot = sq.size.slot(pi);
+            let Some(shadow) = sq.shadow.get_mut(slot..slot + m) else {
+                break;
+            };
+            for (((d, p), id), e) in w
+                .chunks_exact_mut(SEND_WQE_BB)
+                .zip(run)
+                .zip(run_ids.iter_mut())
+                .zip(shadow.iter_mut())
             {
-                break;
-            }
-            let Some(l2) = f.data.first_chunk::<ETH_L2_INLINE_HEADER_SIZE>() else {
-                break;
-            };
-            // `record_id`, then `finish`'s counters and CQE decision.
-            pend.head = pend.head.wrapping_add(1);
-            pend.pkts += 1;
-            pend.ptr_pkts += 1;
-            pend.wqes += 1;
-            pend.wqebbs += 1;
-            let signal = (pend.wqebbs >= sig.drain_wqebbs)
-                | (pend.pkts >= sig.drain_pkts)
-                | ((sig.every != 0) & (pend.wqes >= sig.every));
-            let fm_ce_se = if signal {
-                FM_CE_ALWAYS
-            } else {
-                sig.fm_unsignaled
-            };
-            let pi = pend.pi;
-            let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
-            let mut w = [0u8; SEND_WQE_BB];
-            // Control segment.
-            w[..4].copy_from_slice(&(ctrl_bits::SEND | index).to_be_bytes());
-            w[4..8].copy_from_slice(&qpn_ds);
-            w[11] = fm_ce_se;
-            // Ethernet segment: the packet's offload values, no MSS, the
-            // inline header size and its first two bytes.
-            let o = &p.offload;
-            w[16..20].copy_from_slice(&o.swp_offsets);
-            w[20] = o.cs_flags.into_bits();
-            w[21] = o.swp_flags.into_bits();
-            w[24..28].copy_from_slice(&o.metadata.to_be_bytes());
-            w[28..30].copy_from_slice(&hdr_sz.to_be_bytes());
-            if min18 {
-                // The other 16 header bytes, then the rest by pointer.
-                w[30..48].copy_from_slice(l2);
-                w[48..64].copy_from_slice(&data_seg(
-                    (len - ETH_L2_INLINE_HEADER_SIZE) as u32,
-                    f.lkey,
-                    f.addr.wrapping_add(ETH_L2_INLINE_HEADER_SIZE as u64),
-                ));
-            } else {
-                w[32..48].copy_from_slice(&data_seg(len as u32, f.lkey, f.addr));
-            }
-            sq.ring.write(pi, &w);
-            if let Some(e) = sq.shadow.get_mut((pi & mask) as usize) {
+                let PacketBuf::Frame(f) = p.buf else {
+                    break 'runs;
+                };
+                let len = f.data.len();
+                if !p.more.is_empty() | (p.tso_mss != 0) | p.vlan_tci.is_some()
+                    || len <= inline_max
+                    || len.wrapping_sub(ETH_L2_INLINE_HEADER_SIZE + 1)
+                        > MAX_LEN - ETH_L2_INLINE_HEADER_SIZE - 1
+                {
+                    break 'runs;
+                }
+                let (Ok(d), Some(l2)) = (
+                    <&mut [u8; SEND_WQE_BB]>::try_from(d),
+                    f.data.first_chunk::<ETH_L2_INLINE_HEADER_SIZE>(),
+                ) else {
+                    break 'runs;
+                };
+                // `record_id`, then `finish`'s counters and CQE decision.
+                head = head.wrapping_add(1);
+                since += 1;
+                countdown -= 1;
+                let signal = countdown == 0;
+                let fm_ce_se = if signal {
+                    FM_CE_ALWAYS
+                } else {
+                    sig.fm_unsignaled
+                };
+                let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
+                let o = &p.offload;
+                // Control segment; Ethernet segment: the packet's offload
+                // values, no MSS, the inline header size (and with 18
+                // header bytes, its first two).
+                let w0 = u64::from(u32::from_le_bytes((ctrl_bits::SEND | index).to_be_bytes()))
+                    | qpn_ds_hi;
+                let w2 = u64::from(u32::from_le_bytes(o.swp_offsets))
+                    | u64::from(o.cs_flags.into_bits()) << 32
+                    | u64::from(o.swp_flags.into_bits()) << 40;
+                let w3 = u64::from(u32::from_le_bytes(o.metadata.to_be_bytes())) | hdr_sz_word;
+                let (lo, hi) = d.split_at_mut(32);
+                let w3 = if min18 {
+                    w3 | u64::from(u16::from_le_bytes([l2[0], l2[1]])) << 48
+                } else {
+                    w3
+                };
+                let ctrl = (u128::from(w0) | u128::from(fm_word(fm_ce_se)) << 64).to_le_bytes();
+                let eth = (u128::from(w2) | u128::from(w3) << 64).to_le_bytes();
+                let (c, e2) = lo.split_at_mut(16);
+                c.copy_from_slice(&ctrl);
+                e2.copy_from_slice(&eth);
+                let (h, t) = hi.split_at_mut(16);
+                if min18 {
+                    // The other 16 header bytes, then the rest by pointer.
+                    h.copy_from_slice(l2.last_chunk::<16>().unwrap_or(&[0; 16]));
+                    t.copy_from_slice(&data_seg(
+                        (len - ETH_L2_INLINE_HEADER_SIZE) as u32,
+                        f.lkey,
+                        f.addr.wrapping_add(ETH_L2_INLINE_HEADER_SIZE as u64),
+                    ));
+                } else {
+                    h.copy_from_slice(&data_seg(len as u32, f.lkey, f.addr));
+                    t.fill(0);
+                }
                 *e = SqShadowEntry::new(
-                    u64::from(pend.head),
+                    u64::from(head),
                     wq_counter16(pi),
                     1,
                     if signal {
@@ -367,29 +529,192 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                         0
                     },
                 );
+                if signal {
+                    signaled = true;
+                    since = 0;
+                    countdown = until(&fresh);
+                }
+                pi = pi.wrapping_add(1);
+                *id = p.id;
+                k += 1;
             }
-            if signal {
-                pend.reset_since();
-            }
-            pend.pi = pi.wrapping_add(1);
-            *last = Some((pi, 1, ds));
-            *id = p.id;
-            k += 1;
         }
         if k > 0 {
+            let k32 = k as u32;
+            // The counters since the last CQE request.
+            let (wqes0, wqebbs0, ptr0, pkts0) = if signaled {
+                (0, 0, 0, 0)
+            } else {
+                (pend.wqes, pend.wqebbs, pend.ptr_pkts, pend.pkts)
+            };
+            pend.wqes = wqes0 + since;
+            pend.wqebbs = wqebbs0 + since;
+            pend.ptr_pkts = ptr0 + since;
+            pend.pkts = pkts0 + since;
+            pend.head = head;
+            pend.pi = pi;
+            *last = Some((pi.wrapping_sub(1), 1, ds));
             // The last WQE in the staging area, for the BlueFlame copy and
             // a CQE requested at burst end (`complete`).
-            let lastw = sq.ring.read(pend.pi.wrapping_sub(1));
+            let lastw = sq.ring.read(pi.wrapping_sub(1));
             if let Some(d) = stage.0.first_chunk_mut::<SEND_WQE_BB>() {
                 *d = lastw;
             }
-            *wqes += k as u32;
+            *wqes += k32;
             *inline |= min18;
             stats.packets += k as u64;
             stats.single_wqes += k as u64;
         }
         k
     }
+}
+
+/// The session limits of a queue.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    max_pk: u32,
+    max_inline: u32,
+    /// `max_wqe_bytes` in DS.
+    cfg_ds: u32,
+}
+
+/// The parts [`Run::sessions`] works on: the batch's, the open session
+/// (built in the ring) and the loop's state.
+struct Run<'r, 'x, 'a, P: DoorbellPolicy, Q: QpKind> {
+    out: &'r mut Out<'x, 'a, P, Q>,
+    o: &'r mut Open,
+    s: &'r mut Sess,
+    key: (u64, u16),
+    lim: Limits,
+    /// Packets counted in the batch ([`sync`]), as an index into the
+    /// run of [`TxBatch::append_run`], whose packets start at `base` here.
+    counted: &'r mut usize,
+    base: usize,
+    inline: &'r mut bool,
+}
+
+impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
+    /// Appends the leading packets of `pkts` that are all alike (inline
+    /// frames of `len` bytes, `TLEN`-byte descriptors; or, `TLEN` 16,
+    /// pointers) to the open session, built in the ring, their ids to
+    /// `ids`; when a session is full and the next packet is alike, closes
+    /// it (the reason `push` gives) and opens the next one in the ring,
+    /// without leaving the loop. Returns how many packets, and whether the
+    /// ring had no room for the next session (then none is open: `push`
+    /// refuses the packet). Stops, with the session open and its state in
+    /// `s`, at a packet that is not alike, or when the next session cannot
+    /// be built in the ring (it crosses the ring end; then it is open in
+    /// the staging area).
+    #[inline(never)]
+    fn sessions<M: TxMode, const TLEN: usize>(
+        &mut self,
+        pkts: &[Packet<'_>],
+        ids: &mut [u64],
+        len: usize,
+    ) -> (usize, bool) {
+        let mut k = 0;
+        loop {
+            let (Some(w), Some(rest), Some(rest_ids)) = (
+                self.out.sq.ring.window(self.o.pi, max_bbs(self.o)),
+                pkts.get(k..),
+                ids.get_mut(k..),
+            ) else {
+                return (k, false);
+            };
+            let (j, full) = if TLEN == SEND_WQE_DS {
+                match rest.first().map(|p| p.buf) {
+                    Some(PacketBuf::Frame(_)) => {
+                        fill_ptrs::<true>(w, rest, rest_ids, self.key, self.s)
+                    }
+                    _ => fill_ptrs::<false>(w, rest, rest_ids, self.key, self.s),
+                }
+            } else {
+                fill_same::<TLEN>(w, rest, rest_ids, self.key, len, self.s)
+            };
+            k += j;
+            if !full {
+                return (k, false);
+            }
+            // The session is full: the next packet closes it if it is
+            // alike (else it takes the general loop).
+            let Some(p) = pkts.get(k) else {
+                return (k, false);
+            };
+            let alike = common(p, self.key)
+                && match p.buf {
+                    PacketBuf::Frame(f) if TLEN != SEND_WQE_DS => f.data.len() == len,
+                    PacketBuf::Frame(f) => ptr_len_ok(f.data.len()),
+                    PacketBuf::Ptr(x) => TLEN == SEND_WQE_DS && ptr_len_ok(x.length as usize),
+                };
+            if !alike {
+                return (k, false);
+            }
+            // `fill_one`'s reason (`misfit`'s order).
+            let reason = if self.s.left == 0 {
+                CloseReason::MaxPackets
+            } else if TLEN != SEND_WQE_DS && (self.s.inl as usize) < len {
+                CloseReason::MaxInlineBytes
+            } else {
+                no_room(self.s.at + TLEN)
+            };
+            let o = &mut *self.o;
+            let out = &mut *self.out;
+            sync(
+                o,
+                out,
+                self.counted,
+                self.base + k,
+                self.s,
+                self.lim.max_inline,
+                self.inline,
+            );
+            out.close_session::<M>(o, reason);
+            // The next session (`open_session`), if the ring has room.
+            let room_ds = out
+                .free_wqebbs()
+                .saturating_mul((SEND_WQE_BB / SEND_WQE_DS) as u32);
+            let max_ds = self.lim.cfg_ds.min(room_ds);
+            if mpw::TITLE_DS as u32 + (TLEN / SEND_WQE_DS) as u32 > max_ds {
+                return (k, true);
+            }
+            *o = Open {
+                pi: out.p.pi,
+                ds: mpw::TITLE_DS as u32,
+                max_ds,
+                pkts: 0,
+                ptr_pkts: 0,
+                inline_bytes: 0,
+                offload: o.offload,
+                len: 0,
+                mpw_inline: false,
+                direct: false,
+            };
+            *self.s = Sess::of(o, self.lim.max_pk, self.lim.max_inline);
+            // Its title: the Ethernet segment from the staging area (the
+            // close wrote the control segment and bytes past the DS count
+            // only).
+            let title = SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS;
+            match (
+                out.sq.ring.window(o.pi, max_bbs(o)),
+                out.stage.0.get(title.clone()),
+            ) {
+                (Some(w), Some(eth)) => {
+                    if let Some(d) = w.get_mut(title) {
+                        d.copy_from_slice(eth);
+                        o.direct = true;
+                    }
+                }
+                _ => return (k, false),
+            }
+        }
+    }
+}
+
+/// Whether a frame of `len` bytes goes by pointer (`push`: not too short,
+/// not too long).
+#[inline(always)]
+fn ptr_len_ok(len: usize) -> bool {
+    len.wrapping_sub(ETH_L2_INLINE_HEADER_SIZE + 1) < MAX_LEN - ETH_L2_INLINE_HEADER_SIZE
 }
 
 /// [`fill`] writes inline frames of 32..=64 bytes; others leave the loop.
@@ -456,7 +781,7 @@ fn common(p: &Packet<'_>, key: (u64, u16)) -> bool {
 /// itself.
 #[inline(never)]
 fn fill<const MODE: u8>(
-    st: &mut [u8; STAGE_BYTES],
+    st: &mut [u8],
     pkts: &[Packet<'_>],
     ids: &mut [u64],
     key: (u64, u16),
@@ -485,19 +810,21 @@ fn fill<const MODE: u8>(
                 if len.wrapping_sub(32) > 32 || inl < len as u32 {
                     break;
                 }
-                let next = at + ((len + 4 + 15) & !15);
+                let tlen = (len + 4 + 15) & !15;
+                let next = at + tlen;
                 if next > end {
                     break;
                 }
-                let x = at & STAGE_MASK;
                 let (Some(w), Some(head), Some(tail)) = (
-                    st.get_mut(x..x + 96),
+                    st.get_mut(at..at + 80),
                     f.data.first_chunk::<32>(),
                     f.data.last_chunk::<32>(),
                 ) else {
                     break;
                 };
-                if let Some(d) = w.get_mut(len + 4..len + 20) {
+                // Nothing past the descriptor: the session may be in the
+                // ring, where its last WQEBB ends the reservation.
+                if let Some(d) = w.get_mut(tlen - SEND_WQE_DS..tlen) {
                     d.fill(0);
                 }
                 if let Some(d) = w.get_mut(..4) {
@@ -525,8 +852,7 @@ fn fill<const MODE: u8>(
                 {
                     break;
                 }
-                let x = at & STAGE_MASK;
-                if let Some(w) = st.get_mut(x..x + SEND_WQE_DS) {
+                if let Some(w) = st.get_mut(at..at + SEND_WQE_DS) {
                     w.copy_from_slice(&data_seg(len as u32, lkey, addr));
                 }
                 ptrs += 1;
@@ -546,13 +872,176 @@ fn fill<const MODE: u8>(
     k
 }
 
+/// Blocks session `o` may take: its largest DS count, in WQEBBs.
+#[inline(always)]
+fn max_bbs(o: &Open) -> u32 {
+    o.max_ds
+        .min(u32::from(MAX_DS))
+        .div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32)
+}
+
+/// Where session `o` is built: its reserved WQEBBs in the ring, or the
+/// staging area.
+#[inline(always)]
+fn dest<'s>(
+    ring: &'s mut WqebbRing<'_>,
+    stage: &'s mut [u8; STAGE_BYTES],
+    o: &Open,
+) -> &'s mut [u8] {
+    match ring.window(o.pi, max_bbs(o)).filter(|_| o.direct) {
+        Some(w) => w,
+        None => stage,
+    }
+}
+
+/// [`fill_same`] for the descriptor size of the run's first packet, if
+/// it is an inline frame of 32..=64 bytes: the counted loop of a run of
+/// equal frames (the common burst). Returns how many packets it took, and
+/// whether it stopped at the session's limits.
+#[inline(always)]
+fn same_run(
+    dst: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+    s: &mut Sess,
+) -> (usize, bool) {
+    let Some(PacketBuf::Frame(f)) = pkts.first().map(|p| p.buf) else {
+        return (0, false);
+    };
+    match f.data.len() {
+        32..=44 => fill_same::<48>(dst, pkts, ids, key, f.data.len(), s),
+        45..=60 => fill_same::<64>(dst, pkts, ids, key, f.data.len(), s),
+        61..=64 => fill_same::<80>(dst, pkts, ids, key, f.data.len(), s),
+        _ => (0, false),
+    }
+}
+
+/// The counted loop of a queue that never inlines: appends the leading
+/// common packets of `pkts` to session `s` in `dst` as pointer
+/// descriptors, their ids to `ids`, at most as many as the session's
+/// limits take (packets, DS room: computed once); returns how many, and
+/// whether it stopped at those limits.
+///
+/// `FRAME`: the packets are [`PacketBuf::Frame`]s (else `Ptr`s; the
+/// other kind leaves the loop).
+#[inline(never)]
+fn fill_ptrs<const FRAME: bool>(
+    dst: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+    s: &mut Sess,
+) -> (usize, bool) {
+    let (key_lo, key_hi) = key;
+    let room = s.end.saturating_sub(s.at) / SEND_WQE_DS;
+    let n = pkts.len().min(s.left).min(room);
+    let Some(region) = dst.get_mut(s.at..s.at + n * SEND_WQE_DS) else {
+        return (0, false);
+    };
+    let mut k = 0;
+    for ((d, p), id) in region
+        .chunks_exact_mut(SEND_WQE_DS)
+        .zip(pkts)
+        .zip(ids.iter_mut())
+    {
+        if !common(p, (key_lo, key_hi)) {
+            break;
+        }
+        let (len, lkey, addr) = match p.buf {
+            PacketBuf::Frame(f) if FRAME => (f.data.len(), f.lkey, f.addr),
+            PacketBuf::Ptr(s) if !FRAME => (s.length as usize, s.lkey, s.addr),
+            _ => break,
+        };
+        if len.wrapping_sub(ETH_L2_INLINE_HEADER_SIZE + 1) > MAX_LEN - ETH_L2_INLINE_HEADER_SIZE - 1
+        {
+            break;
+        }
+        d.copy_from_slice(&data_seg(len as u32, lkey, addr));
+        *id = p.id;
+        k += 1;
+    }
+    s.at += k * SEND_WQE_DS;
+    s.left -= k;
+    s.ptrs += k as u32;
+    (k, k == n && n < pkts.len())
+}
+
+/// The counted loop: appends the leading packets of `pkts` that are
+/// common inline frames of exactly `len` bytes (`TLEN`-byte descriptors,
+/// 32..=64 bytes) to session `s` in `dst`, their ids to `ids`, at most as
+/// many as the session's limits take (packets, DS room, inline bytes:
+/// computed once, so that the loop tests nothing but the packet); returns
+/// how many, and whether it stopped at those limits. The packet it stops
+/// at goes to [`fill`] or [`fill_one`].
+#[inline(never)]
+fn fill_same<const TLEN: usize>(
+    dst: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+    len: usize,
+    s: &mut Sess,
+) -> (usize, bool) {
+    if len < 32 || len + 4 > TLEN || len + 4 + SEND_WQE_DS <= TLEN {
+        return (0, false);
+    }
+    let room = s.end.saturating_sub(s.at) / TLEN;
+    let by_inline = s.inl as usize / len;
+    let n = pkts.len().min(s.left).min(room).min(by_inline);
+    let Some(region) = dst.get_mut(s.at..s.at + n * TLEN) else {
+        return (0, false);
+    };
+    let (key_lo, key_hi) = key;
+    let hdr = inline_header(len as u32);
+    // Where the frame's last 32 bytes go (`len - 28`, bounded for the
+    // compiler).
+    let tail_at = (len - 28).min(TLEN - 32);
+    let mut k = 0;
+    for ((d, p), id) in region.chunks_exact_mut(TLEN).zip(pkts).zip(ids.iter_mut()) {
+        if !common(p, (key_lo, key_hi)) {
+            break;
+        }
+        let PacketBuf::Frame(f) = p.buf else { break };
+        if f.data.len() != len {
+            break;
+        }
+        let (Ok(d), Some(head), Some(tail)) = (
+            <&mut [u8; TLEN]>::try_from(d),
+            f.data.first_chunk::<32>(),
+            f.data.last_chunk::<32>(),
+        ) else {
+            break;
+        };
+        // The padding unit first, then header and frame over it.
+        if let Some(z) = d.last_chunk_mut::<SEND_WQE_DS>() {
+            *z = [0; SEND_WQE_DS];
+        }
+        if let Some(h) = d.first_chunk_mut::<4>() {
+            *h = hdr;
+        }
+        if let Some(x) = d.get_mut(4..36) {
+            x.copy_from_slice(head);
+        }
+        if let Some(x) = d.get_mut(tail_at..tail_at + 32) {
+            x.copy_from_slice(tail);
+        }
+        *id = p.id;
+        k += 1;
+    }
+    s.at += k * TLEN;
+    s.inl -= (k * len) as u32;
+    s.left -= k;
+    (k, k == n && n < pkts.len())
+}
+
 /// One common packet of any shape into session `s` (out of [`fill`]'s
 /// loop): an inline frame up to `inline_lim` bytes, else a pointer.
 /// `Err` if it is no common packet, its length is refused, or the session
 /// has no room for it (then the reason).
 #[inline(never)]
 fn fill_one(
-    st: &mut [u8; STAGE_BYTES],
+    st: &mut [u8],
     p: &Packet<'_>,
     key: (u64, u16),
     inline_lim: u32,

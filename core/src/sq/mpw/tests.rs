@@ -673,6 +673,51 @@ fn random_burst<'d>(
         .collect()
 }
 
+/// A burst of alike packets over `frames`: all frames or all pointers,
+/// one offload value, and (one burst in two) one odd packet somewhere:
+/// another length, offload value, kind, or a VLAN, segment or TSO request.
+fn uniform_burst<'d>(
+    rng: &mut Rng,
+    frames: &'d [Vec<u8>],
+    more: &'d [Sge],
+    id0: u64,
+) -> Vec<Packet<'d>> {
+    let ptrs = rng.below(4) == 0;
+    let csum = rng.below(2) == 0;
+    let odd = (rng.below(2) == 0).then(|| rng.below(frames.len().max(1) as u64) as usize);
+    let odd_kind = rng.below(6);
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let id = id0 + i as u64;
+            let mut p = if ptrs {
+                Packet::ptr(id, LKEY, 0x10_0000 + 0x1000 * i as u64, f.len() as u32)
+            } else {
+                Packet::frame(id, LKEY, f)
+            };
+            if csum {
+                p = p.with_csum();
+            }
+            if odd == Some(i) {
+                p = match odd_kind {
+                    0 => Packet::frame(id, LKEY, f.get(..f.len() - 1).unwrap_or(f)),
+                    1 => p.with_offload(TxOffload {
+                        metadata: 7,
+                        ..p.offload
+                    }),
+                    2 if ptrs => Packet::frame(id, LKEY, f),
+                    2 => Packet::ptr(id, LKEY, 0x20_0000, f.len() as u32),
+                    3 => p.with_vlan(0x0abc),
+                    4 => p.with_segments(more),
+                    _ => p.with_tso(1000, 54),
+                };
+            }
+            p
+        })
+        .collect()
+}
+
 /// Everything the device or a caller can see of a queue.
 fn observe<M: TxMode>(
     q: &Q<'_, M>,
@@ -756,10 +801,27 @@ fn compare_paths<M: TxMode>(case: u64) {
         TxQueue::new(sq(&mem_b, shadow, staging, start_pi, min_inline), ids, cfg).expect("b");
     for burst in 0..12u64 {
         let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
+        // One burst in three is uniform, as a benchmark's: frames of one
+        // length (each descriptor size of the counted loops, or longer),
+        // all frames or all pointers, now and then one odd packet: the
+        // loops that close and reopen sessions in the ring.
+        let uniform = rng.below(3) == 0;
+        let same_len = rng.pick(&[32usize, 44, 45, 60, 61, 64, 64, 100]);
         let frames: Vec<Vec<u8>> = (0..n)
-            .map(|i| frame(random_len(&mut rng), (burst * 31 + i as u64) as u8))
+            .map(|i| {
+                let len = if uniform {
+                    same_len
+                } else {
+                    random_len(&mut rng)
+                };
+                frame(len, (burst * 31 + i as u64) as u8)
+            })
             .collect();
-        let pkts = random_burst(&mut rng, &frames, &more, burst * 1000);
+        let pkts = if uniform {
+            uniform_burst(&mut rng, &frames, &more, burst * 1000)
+        } else {
+            random_burst(&mut rng, &frames, &more, burst * 1000)
+        };
         // `tx_burst` and `push_each`, opened up to compare the batches.
         let mut ba = a.start();
         let ka = ba.push_burst(&pkts);
