@@ -215,6 +215,31 @@ fn refused_work_request_prints_what_was_posted_before_it() {
     assert!(o.stdout.is_empty());
 }
 
+/// `vlan=`: on a raw queue that inlines the 18-byte L2 header (the
+/// default, as libmlx5), the tag goes into the inline header after the MAC
+/// addresses; the WQE grows by no DS. A QP type without Ethernet refuses it.
+#[test]
+fn vlan_key_tags_the_inline_header() {
+    let frame = "mem=0x1000:00112233445502aabbccddee080045000000000000000000";
+    let plain = run(
+        &base("raw"),
+        &format!("op=raw_send sge=0x1000:64:1 {frame}"),
+    );
+    let tagged = run(
+        &base("raw"),
+        &format!("op=raw_send sge=0x1000:64:1 vlan=0x0123 {frame}"),
+    );
+    let (p, t) = (json_lines(&plain), json_lines(&tagged));
+    assert_shapes(&t);
+    let (ph, th) = (p[0]["hex"].as_str().unwrap(), t[0]["hex"].as_str().unwrap());
+    assert!(!ph.contains("8100"), "{ph}");
+    assert!(th.contains("02aabbccddee81000123"), "{th}");
+    assert_eq!(p[0]["ds"], t[0]["ds"]);
+
+    let o = run(&base("rc"), "op=send sge=0x1000:64:1 vlan=5");
+    assert_bad_line(&o, 1, "");
+}
+
 #[test]
 fn malformed_lines_are_line_numbered_exit_2() {
     let cases: &[(&str, usize)] = &[

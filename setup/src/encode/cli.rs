@@ -48,6 +48,8 @@ INPUT
              address handle; the remote QPN (with the extended-AV bit) and Q_Key are written over it
   xrc_srqn=  the remote XRC SRQ number (XRC)
   mss= hdr=HEX  TSO: segment size and the L2-L4 header inlined in the Ethernet segment
+  vlan=TCI  raw send / TSO: insert a VLAN tag (the Ethernet segment's VLAN-insert request, or
+             the tag written into the inline header when the queue inlines one)
 
 MULTI-PACKET BURSTS (--qp raw)
   op=empw / op=mpw: one line is one burst of packets posted through the core's Tx queue

@@ -216,6 +216,8 @@ pub struct WorkRequest {
     pub mss: u16,
     /// `hdr=`: the TSO header.
     pub hdr: Vec<u8>,
+    /// `vlan=`: a VLAN TCI to insert (raw Ethernet send and TSO).
+    pub vlan: Option<u16>,
     /// `pkt=` entries of an `empw` / `mpw` line, in order.
     pub pkts: Vec<PktSpec>,
 }
@@ -242,6 +244,7 @@ impl WorkRequest {
             xrc_srqn: None,
             mss: 0,
             hdr: Vec::new(),
+            vlan: None,
             pkts: Vec::new(),
         }
     }
@@ -275,6 +278,7 @@ const KEYS: &[&str] = &[
     "xrc_srqn",
     "mss",
     "hdr",
+    "vlan",
     "pkt",
 ];
 
@@ -387,6 +391,13 @@ pub fn parse_line(line: usize, text: &str) -> Result<WorkRequest, LineError> {
                     .ok_or_else(|| bad("not a 16-bit integer"))?
             }
             "hdr" => wr.hdr = parse_hex(value).map_err(|m| bad(&m))?,
+            "vlan" => {
+                wr.vlan = Some(
+                    parse_u64(value)
+                        .and_then(|n| u16::try_from(n).ok())
+                        .ok_or_else(|| bad("not a 16-bit VLAN TCI"))?,
+                )
+            }
             "pkt" => wr.pkts.push(parse_pkt(value).map_err(|m| bad(&m))?),
             _ => return Err(err(format!("unknown key `{key}`"))),
         }

@@ -317,6 +317,9 @@ pub fn post<P: DoorbellPolicy>(
     if wr.flags.ip_csum && qp == QpType::RawPacket {
         w = w.ip_csum().map_err(Refused::Post)?;
     }
+    if let Some(tci) = wr.vlan {
+        w = w.vlan(tci).map_err(Refused::Post)?;
+    }
     if qp == QpType::Ud {
         if let Some(av) = &p.av {
             w = w
