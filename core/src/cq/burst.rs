@@ -603,16 +603,29 @@ impl Cq {
                     && self.title == Title::InCur
                     && count <= ENHANCED_MAX_MINIS
                 {
-                    let blocks = *plan.get_or_insert_with(|| {
-                        let title = &self.cur.cqe;
-                        let unzip = Unzip::new(title, view?);
-                        let plan = Fused::new(unzip, title.op_own.opcode())?;
-                        Some(BlockPlan {
-                            unzip,
-                            plan,
-                            p: d.prepare(plan),
-                        })
-                    });
+                    // (No closure: the writer's constants must be built
+                    // with the caller's target feature, inline.)
+                    let blocks = match plan {
+                        Some(b) => b,
+                        None => {
+                            let title = &self.cur.cqe;
+                            let b = view.and_then(|view| {
+                                let unzip = Unzip::new(title, view);
+                                let plan = Fused::new(unzip, title.op_own.opcode())?;
+                                Some((unzip, plan))
+                            });
+                            let b = match b {
+                                Some((unzip, plan)) => Some(BlockPlan {
+                                    unzip,
+                                    plan,
+                                    p: d.prepare(plan),
+                                }),
+                                None => None,
+                            };
+                            plan = Some(b);
+                            b
+                        }
+                    };
                     if let Some(b) = blocks {
                         // This block and the compressed CQEs after it,
                         // straight into the summaries.

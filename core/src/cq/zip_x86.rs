@@ -30,13 +30,13 @@ use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
     _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_or_si256,
-    _mm256_permute4x64_epi64, _mm256_set1_epi32, _mm256_setr_epi32, _mm256_shuffle_epi8,
-    _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256, _mm256_unpackhi_epi64,
-    _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128,
-    _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16, _mm_set1_epi32,
-    _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8,
-    _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128, _mm_storel_epi64,
-    _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
+    _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32,
+    _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256,
+    _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128,
+    _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16,
+    _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128,
+    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128,
+    _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
     _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
 };
 
@@ -479,17 +479,18 @@ unsafe fn write_sse41<const L: usize>(
 pub(crate) struct Avx2Writer(pub(crate) Avx2);
 
 impl SummaryWriter for Avx2Writer {
-    type Prepared = Prepared;
+    type Prepared = Avx2Prepared;
 
     #[inline(always)]
-    fn prepare(self, plan: Fused) -> Prepared {
-        Prepared::new(plan)
+    fn prepare(self, plan: Fused) -> Avx2Prepared {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { Avx2Prepared::new(plan) }
     }
 
     #[inline(always)]
     fn write<const L: usize>(
         self,
-        p: &Prepared,
+        p: &Avx2Prepared,
         copy: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary; L],
@@ -520,11 +521,61 @@ static AVX2_LANES: [[i32; 8]; 4] = [
     [6, 0, 0, 0, 7, 0, 0, 0],
 ];
 
+/// A plan's constants for [`write_avx2`], built once per plan (per
+/// call of the burst poller's array loop or per title's blocks) and kept
+/// in registers across its arrays: nothing of the plan is re-derived per
+/// array.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Avx2Prepared {
+    /// The shape's two masks (first mini of a pair in the low half).
+    mask: __m256i,
+    /// Per pair `j`: status, opcode and origin in each summary's top word,
+    /// plus (running shape only) the lane numbers `2j`, `2j + 1` in the
+    /// wr_id's low word: the whole constant part of the pair's summaries.
+    lanes: [__m256i; 4],
+    /// [`Fused::run_mask`] in the wr_id's low word of each half (words 0
+    /// and 8), zero elsewhere: `running` broadcast and masked by it is the
+    /// running counter's part.
+    run: __m256i,
+}
+
+impl Avx2Prepared {
+    /// The constants of `plan`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[inline(always)]
+    unsafe fn new(plan: Fused) -> Self {
+        let p = Prepared::new(plan);
+        let run_mask = i32::from(p.run_mask);
+        let upper = p.upper as i32;
+        // SAFETY: AVX2 is available (caller contract). Loads: the 32-byte
+        // static mask and the 32-byte rows of `AVX2_LANES`.
+        unsafe {
+            let base = _mm256_setr_epi32(0, 0, 0, upper, 0, 0, 0, upper);
+            let masked = _mm256_set1_epi32(run_mask);
+            // (A loop, not a closure: a closure would not inherit the
+            // caller's target feature, and its intrinsics would be calls.)
+            let mut lanes = [base; 4];
+            for (lane, row) in lanes.iter_mut().zip(&AVX2_LANES) {
+                let l = _mm256_loadu_si256(row.as_ptr().cast::<__m256i>());
+                *lane = _mm256_add_epi16(base, _mm256_and_si256(l, masked));
+            }
+            Self {
+                mask: _mm256_loadu_si256(p.mask.as_ptr().cast::<__m256i>()),
+                lanes,
+                run: _mm256_setr_epi32(run_mask, 0, 0, 0, run_mask, 0, 0, 0),
+            }
+        }
+    }
+}
+
 /// [`SummaryWriter::write`] with 256-bit vectors: per pair of minis one
 /// broadcast of their 16 bytes to both halves, one `vpshufb` (first mini's
 /// mask in the low half, second's in the high half: the two summaries in
-/// order), two adds (the constant part and running counter; the lane
-/// numbers), one 32-byte store.
+/// order), two adds (the pair's constant part from [`Avx2Prepared`]; the
+/// running counter, broadcast and masked once per array), one 32-byte
+/// store.
 ///
 /// Not a `#[target_feature]` function (those cannot be
 /// `inline(always)`): it is only instantiated inside the burst functions
@@ -534,32 +585,25 @@ static AVX2_LANES: [[i32; 8]; 4] = [
 /// The CPU must support AVX2.
 #[inline(always)]
 unsafe fn write_avx2<const L: usize>(
-    p: &Prepared,
+    p: &Avx2Prepared,
     copy: CqeCopy,
     running: u16,
     out: &mut [CompletionSummary; L],
 ) {
     const { assert!(L <= MINI_CQE_ARRAY_SIZE) };
     let dst = out.as_mut_ptr().cast::<__m128i>();
-    let lanes = i32::from(p.run_mask);
     // SAFETY: AVX2 is enabled for this function and available (caller
-    // contract). Loads: the 32-byte static mask and the 32-byte rows of
-    // `AVX2_LANES`. Stores: pair `j` writes `out[2j]` and `out[2j + 1]` (32
+    // contract). Stores: pair `j` writes `out[2j]` and `out[2j + 1]` (32
     // bytes) only if `2j + 1 < L`, else `out[2j]` alone (16 bytes); every
     // byte pattern is a valid summary (as in `write_sse41`).
     unsafe {
-        let mask = _mm256_loadu_si256(p.mask.as_ptr().cast::<__m256i>());
-        // Status, opcode, origin in the top word of each summary; the
-        // running counter in the wr_id's low word; the lane numbers only
-        // for the running shape.
-        let start = i32::from(running & p.run_mask);
-        let add = _mm256_setr_epi32(start, 0, 0, p.upper as i32, start, 0, 0, p.upper as i32);
-        let lanes = _mm256_set1_epi32(lanes);
-        for (j, lane) in AVX2_LANES.iter().enumerate().take(L.div_ceil(2)) {
+        // The running counter in the wr_id's low word of each half (zero
+        // but for the running shape).
+        let run = _mm256_and_si256(_mm256_set1_epi16(running as i16), p.run);
+        for (j, lane) in p.lanes.iter().enumerate().take(L.div_ceil(2)) {
             let pair = _mm256_broadcastsi128_si256(copy.0[j]);
-            let lane = _mm256_loadu_si256(lane.as_ptr().cast::<__m256i>());
-            let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, mask), add);
-            let s = _mm256_add_epi16(s, _mm256_and_si256(lane, lanes));
+            let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *lane);
+            let s = _mm256_add_epi16(s, run);
             if 2 * j + 1 < L {
                 _mm256_storeu_si256(dst.add(2 * j).cast::<__m256i>(), s);
             } else {
