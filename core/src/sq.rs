@@ -206,6 +206,12 @@ pub struct SqConfig {
     /// The BlueFlame half the first doorbell uses (rdma-core `bf->offset`
     /// is 0 for a fresh bfreg): false for the first, true for the second.
     pub start_bf_second_half: bool,
+    /// The fence the first WQE inherits (rdma-core `qp->fm_cache` when the
+    /// queue takes over a QP whose last WQE was a local invalidate: the
+    /// small-initiator fence, [`crate::prm::WQE_CTRL_INITIATOR_SMALL_FENCE`]);
+    /// 0 for a fresh QP. A fence mode in `fm_ce_se` bits 7:5: a value with
+    /// any of bits 4:0 set is refused ([`SqConfigError::BadFmCache`]).
+    pub start_fm_cache: u8,
 }
 
 impl SqConfig {
@@ -226,6 +232,7 @@ impl SqConfig {
             signal_every: u32::MAX,
             start_pi: 0,
             start_bf_second_half: false,
+            start_fm_cache: 0,
         }
     }
 }
@@ -418,6 +425,8 @@ pub enum SqConfigError {
     BadBlueFlameSize,
     /// `config.qp_type` is not the QP type the queue's [`QpKind`] fixes.
     QpTypeMismatch,
+    /// `start_fm_cache` has bits outside the fence mode (bits 7:5).
+    BadFmCache,
 }
 
 /// Why a completion's WQE counter was refused.
@@ -662,6 +671,9 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         if raw.bf_buf_size % SEND_WQE_BB as u32 != 0 {
             return Err(SqConfigError::BadBlueFlameSize);
         }
+        if config.start_fm_cache & 0x1f != 0 {
+            return Err(SqConfigError::BadFmCache);
+        }
         let buf_size = raw.bf_buf_size as usize;
         let reg_size = core::cmp::max(2 * buf_size, 8);
         // SAFETY: the caller promises `ring_len` bytes at `raw.buf`, valid
@@ -721,7 +733,9 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             },
             pi: config.start_pi,
             ci: config.start_pi,
-            fm_cache: 0,
+            // No fast-path credits yet (`fast_end == pi`), so the credit
+            // invariant holds with any inherited fence.
+            fm_cache: config.start_fm_cache,
             sig_pi: config.start_pi,
             fast_end: config.start_pi,
             lim,

@@ -243,9 +243,12 @@ fn config_of(c: &Case) -> Result<SqConfig, String> {
     cfg.signal_every = 0; // libmlx5 never forces a CQE
     cfg.start_pi = c.num("start_cur_post") as u32;
     cfg.start_bf_second_half = c.num("bf_offset_before") != 0;
-    if c.num("start_fm_cache") != 0 {
-        return Err("a non-zero starting fm_cache cannot be set through the API".into());
-    }
+    cfg.start_fm_cache = u8::try_from(c.num("start_fm_cache")).map_err(|_| {
+        format!(
+            "start_fm_cache {:#x} is not a byte",
+            c.num("start_fm_cache")
+        )
+    })?;
     Ok(cfg)
 }
 

@@ -432,6 +432,51 @@ fn local_invalidate_fences_the_next_wqe() {
     assert_eq!(sq.fm_cache(), 0);
 }
 
+/// A queue that takes over a QP whose last WQE was a local invalidate
+/// (`SqConfig::start_fm_cache`, rdma-core `qp->fm_cache`) fences its first
+/// WQE exactly as the queue that posted the local invalidate would; a
+/// value outside the fence-mode bits is refused.
+#[test]
+fn starting_fence_cache_fences_the_first_wqe() {
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let mut c = cfg(QpType::Rc);
+    c.start_pi = 2;
+    c.start_fm_cache = WQE_CTRL_INITIATOR_SMALL_FENCE;
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    assert_eq!(sq.fm_cache(), WQE_CTRL_INITIATOR_SMALL_FENCE);
+    let mut b = sq.start();
+    b.send(2).unwrap().post().unwrap();
+    b.send(3).unwrap().post().unwrap();
+    b.complete();
+    assert_eq!(sq.fm_cache(), 0);
+
+    // The same two sends after a local invalidate on a fresh queue.
+    let mem2 = Mem::new(64);
+    let mut lent2 = Lent::new(64);
+    let mut sq2 = queue::<DoorbellOnly>(&mem2, &mut lent2, cfg(QpType::Rc));
+    let mut b = sq2.start();
+    b.local_inv(1, 0x1234_5678).unwrap().post().unwrap();
+    b.complete();
+    let mut b = sq2.start();
+    b.send(2).unwrap().post().unwrap();
+    b.send(3).unwrap().post().unwrap();
+    b.complete();
+    let (r, r2) = (mem.ring(), mem2.ring());
+    assert_eq!(r[2 * 64 + 11], WQE_CTRL_INITIATOR_SMALL_FENCE);
+    assert_eq!(r[3 * 64 + 11], 0);
+    assert_eq!(&r[2 * 64..4 * 64], &r2[2 * 64..4 * 64]);
+
+    let mut bad = cfg(QpType::Rc);
+    bad.start_fm_cache = WQE_CTRL_INITIATOR_SMALL_FENCE | 1;
+    let mut lent3 = Lent::new(64);
+    // SAFETY: refused before any access.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly>::new(mem.raw(), bad, &mut lent3.shadow, &mut lent3.staging)
+    };
+    assert_eq!(r.err(), Some(SqConfigError::BadFmCache));
+}
+
 #[test]
 fn inline_wraps_the_ring_end() {
     let mem = Mem::new(8);
