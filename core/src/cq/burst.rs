@@ -421,8 +421,14 @@ impl Cq {
                 // A session's title (the stream's usual odd entry): copied
                 // whole into `cur`, the session opened (as `take_copied`).
                 ring.ring().copy_cqe_to(entry, &mut self.cur.cqe);
-                if let Err(e) = self.open_basic::<M>() {
-                    return (n, Err(e));
+                match self.basic_session::<M>() {
+                    Ok(s) if W::WR_ID_IS_WQE_COUNTER => {
+                        // Its arrays at once, the session in registers
+                        // (stored only if it stays open).
+                        n += self.session_arrays::<S, D>(ring, d, s, &mut out[n..]);
+                    }
+                    Ok(s) => self.session = Some(s),
+                    Err(e) => return (n, Err(e)),
                 }
                 continue;
             }
@@ -876,16 +882,31 @@ impl Cq {
         d: D,
         out: &mut [CompletionSummary],
     ) -> usize {
+        let Some(s) = self.session else {
+            return 0;
+        };
+        self.session_arrays::<S, D>(ring, d, s, out)
+    }
+
+    /// [`Self::basic_arrays`] for the open session `s`, passed in
+    /// registers (a session just opened is not stored and reloaded):
+    /// `self.session` is what is left of it after (`None` once done).
+    #[inline(always)]
+    fn session_arrays<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        mut s: Session,
+        out: &mut [CompletionSummary],
+    ) -> usize {
         const A: u32 = MINI_CQE_ARRAY_SIZE as u32;
-        let Some(mut s) = self.session else {
-            return 0;
+        let plan = match s.fused {
+            Some(plan) if s.next % A == 0 && out.len() >= MINI_CQE_ARRAY_SIZE => plan,
+            _ => {
+                self.session = Some(s);
+                return 0;
+            }
         };
-        let Some(plan) = s.fused else {
-            return 0;
-        };
-        if s.next % A != 0 || out.len() < MINI_CQE_ARRAY_SIZE {
-            return 0;
-        }
         let p = d.prepare(plan);
         let mut running = self.running;
         let mut n = 0;
@@ -893,6 +914,7 @@ impl Cq {
             // The first array is at slot offset 1 and covers the slots up to
             // 7 (`zip::basic_array_offset`, `zip::basic_invalidate_range`).
             let Some(dst) = out.first_chunk_mut::<MINI_CQE_ARRAY_SIZE>() else {
+                self.session = Some(s);
                 return 0;
             };
             let len = s.count.min(A);

@@ -796,6 +796,15 @@ impl Cq {
     /// copied into `cur.cqe` at `self.ci`.
     #[inline(always)]
     fn open_basic<const M: u8>(&mut self) -> Result<(), PollError> {
+        let session = self.basic_session::<M>()?;
+        self.session = Some(session);
+        Ok(())
+    }
+
+    /// [`Self::open_basic`] but for storing the session: returns it (the
+    /// caller makes it `self.session`).
+    #[inline(always)]
+    fn basic_session<const M: u8>(&mut self) -> Result<Session, PollError> {
         let ci = self.ci;
         let format = match self.cfg.compression {
             Some((Layout::Basic, format)) if M == BASIC => format,
@@ -817,15 +826,14 @@ impl Cq {
         // The arrays are decoded as they are reached (`next_mini`), into
         // a batch holding this title's fields (`ensure_batch_title`).
         self.batch_has_title = false;
-        self.session = Some(Session {
+        Ok(Session {
             base: ci,
             count,
             next: 0,
             unzip,
             fused,
             carried: false,
-        });
-        Ok(())
+        })
     }
 
     /// Enhanced layout: if `cqe` is a compressed CQE, decodes its minis

@@ -1179,6 +1179,29 @@ impl WorkQueues for Shadowed {
 /// a third; every call's results, summaries, consumer index, doorbell
 /// record, session and error state compared, then every slot. Returns the
 /// number of completions compared.
+/// `title` with exactly one field changed: the CQE opcode (to another of
+/// REQ and the successful responder opcodes, the field the whole-array
+/// plan and its SIMD constants depend on), or the `wqe_counter`, the QPN
+/// or the byte count (which they must not).
+fn one_field_changed(mut title: Cqe64, rng: &mut zip::prop::XorShift) -> Cqe64 {
+    match rng.below(4) {
+        0 => {
+            let op = title.op_own.into_bits() >> 4;
+            let other = (u64::from(op) + 1 + rng.below(4)) % 5;
+            title.op_own = title.op_own.with_opcode(other as u8);
+        }
+        1 => {
+            title.wqe_counter = Be16::new(title.wqe_counter.get() ^ (1 + rng.below(0xffff) as u16))
+        }
+        2 => {
+            let bits = title.sop_drop_qpn.into_bits().get() ^ (1 + rng.below(0xff_ffff) as u32);
+            title.sop_drop_qpn = SopDropQpn::from_bits(Be32::new(bits));
+        }
+        _ => title.byte_cnt = Be32::new(title.byte_cnt.get() ^ (1 + rng.below(0xffff) as u32)),
+    }
+    title
+}
+
 fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) -> usize {
     let log = 4 + rng.below(max_log - 3) as u32;
     let entries = 1u32 << log;
@@ -1226,6 +1249,12 @@ fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) ->
             .with_format(rng.below(2) as u8)
             .with_se(rng.below(2) == 1)
     });
+    // A quarter of the streams chain their titles (basic: session titles;
+    // enhanced: the regular CQEs minis decode against): each differs from
+    // the last in exactly one field, the one the whole-array plan depends
+    // on (the opcode) or one it must not (counter, QPN, byte count), so a
+    // cached plan reused across a field it depends on shows.
+    let mut chain = (rng.below(4) == 0).then_some(None::<Cqe64>);
     let end = ci0 + entries;
     let mut ci = ci0;
     while ci < end {
@@ -1250,6 +1279,10 @@ fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) ->
             } else {
                 zip::prop::title(rng)
             };
+            if let Some(last) = chain.as_mut() {
+                t = last.map_or(t, |l| one_field_changed(l, rng));
+                *last = Some(t);
+            }
             t.op_own = t.op_own.with_format(3).with_owner(parity(ci));
             t.byte_cnt = Be32::new(count);
             put(slot(ci), &t);
@@ -1270,6 +1303,10 @@ fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) ->
             let mut c = random_regular(rng);
             if let Some(op) = uniform.filter(|_| rng.below(8) != 0) {
                 c.op_own = op;
+            }
+            if let Some(last) = chain.as_mut().filter(|_| enhanced) {
+                c = last.map_or(c, |l| one_field_changed(l, rng));
+                *last = Some(c);
             }
             if layout.is_none() && rng.below(64) == 0 {
                 // Compressed on a CQ without compression: breaks it.

@@ -23,14 +23,16 @@
 
 use super::mem::{CqeCopy, SizedRing};
 use super::zip::{
-    Fused, MiniBatch, MiniKind, Prepared, SummaryWriter, Unzip, FLOW_TAG_BITS, SOP_MASK,
+    Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip, FLOW_TAG_BITS,
+    SHAPE_MASKS, SOP_MASK,
 };
+use super::OP_RESP_SEND_INV;
 use super::{CompletionSummary, Cq, PollError, WorkQueues};
 use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
-    _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_loadu_si256, _mm256_or_si256,
-    _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32, _mm256_setr_epi32,
+    _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_load_si256, _mm256_loadu_si256,
+    _mm256_or_si256, _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32,
     _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256,
     _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128,
     _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16,
@@ -512,19 +514,71 @@ impl SummaryWriter for Avx2Writer {
     }
 }
 
-/// Per pair `j` of an array, the lane numbers `2j` and `2j + 1` in the
-/// wr_id's low word of each half (the running shape's `running + lane`).
-static AVX2_LANES: [[i32; 8]; 4] = [
-    [0, 0, 0, 0, 1, 0, 0, 0],
-    [2, 0, 0, 0, 3, 0, 0, 0],
-    [4, 0, 0, 0, 5, 0, 0, 0],
-    [6, 0, 0, 0, 7, 0, 0, 0],
-];
+/// Plans with a whole-array path: [`SummaryShape`] × the title's CQE
+/// opcode, REQ (0) to RESP_SEND_INV (4) ([`Fused::new`] gives no other).
+const PLAN_OPCODES: usize = OP_RESP_SEND_INV as usize + 1;
 
-/// A plan's constants for [`write_avx2`], built once per plan (per
-/// call of the burst poller's array loop or per title's blocks) and kept
-/// in registers across its arrays: nothing of the plan is re-derived per
-/// array.
+/// One plan's [`Avx2Prepared`] vectors as stored (each 32 bytes, aligned).
+#[repr(C, align(32))]
+struct Avx2Consts {
+    /// The shape's two masks ([`SHAPE_MASKS`]).
+    mask: [u8; 32],
+    /// Per pair `j`: the summaries' upper word in each half, plus (running
+    /// shape only) the lane numbers `2j`, `2j + 1` in the wr_id's low word.
+    lanes: [[i32; 8]; 4],
+    /// [`Fused::run_mask`] in the wr_id's low word of each half.
+    run: [i32; 8],
+}
+
+/// Every plan's AVX2 constants, built at compile time and indexed by
+/// [`plan_index`]: a title's writer constants are six aligned loads, for
+/// every title (nothing is rebuilt per session, per call or per array).
+static AVX2_PLANS: [Avx2Consts; 4 * PLAN_OPCODES] = {
+    const SHAPES: [SummaryShape; 4] = [
+        SummaryShape::Requester,
+        SummaryShape::StrideIndex,
+        SummaryShape::FlowTag,
+        SummaryShape::Running,
+    ];
+    let mut t = [const {
+        Avx2Consts {
+            mask: [0; 32],
+            lanes: [[0; 8]; 4],
+            run: [0; 8],
+        }
+    }; 4 * PLAN_OPCODES];
+    let mut i = 0;
+    while i < t.len() {
+        let plan = Fused {
+            shape: SHAPES[i / PLAN_OPCODES],
+            opcode: (i % PLAN_OPCODES) as u8,
+        };
+        let m = plan.run_mask() as i32;
+        let upper = plan.upper() as i32;
+        t[i].mask = SHAPE_MASKS[plan.shape as usize];
+        let mut j = 0;
+        while j < 4 {
+            let lane = 2 * j as i32;
+            t[i].lanes[j] = [lane & m, 0, 0, upper, (lane + 1) & m, 0, 0, upper];
+            j += 1;
+        }
+        t[i].run = [m, 0, 0, 0, m, 0, 0, 0];
+        i += 1;
+    }
+    t
+};
+
+/// `plan`'s row of [`AVX2_PLANS`] (always in range: [`Fused::new`] pairs
+/// the shapes with opcodes 0 to 4 only; clamped all the same).
+#[inline(always)]
+fn plan_index(plan: Fused) -> usize {
+    plan.shape as usize * PLAN_OPCODES + usize::from(plan.opcode).min(PLAN_OPCODES - 1)
+}
+
+/// A plan's constants for [`write_avx2`], loaded from [`AVX2_PLANS`] once
+/// per plan (per call of the burst poller's array loop or per title's
+/// blocks) and kept in registers across its arrays: nothing of the plan is
+/// re-derived per array.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx2Prepared {
     /// The shape's two masks (first mini of a pair in the low half).
@@ -546,25 +600,20 @@ impl Avx2Prepared {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn new(plan: Fused) -> Self {
-        let p = Prepared::new(plan);
-        let run_mask = i32::from(p.run_mask);
-        let upper = p.upper as i32;
-        // SAFETY: AVX2 is available (caller contract). Loads: the 32-byte
-        // static mask and the 32-byte rows of `AVX2_LANES`.
+        let c = &AVX2_PLANS[plan_index(plan) % AVX2_PLANS.len()];
+        let at = |v: &[i32; 8]| v.as_ptr().cast::<__m256i>();
+        // SAFETY: AVX2 is available (caller contract). Loads: 32-byte
+        // aligned 32-byte fields of a static row.
         unsafe {
-            let base = _mm256_setr_epi32(0, 0, 0, upper, 0, 0, 0, upper);
-            let masked = _mm256_set1_epi32(run_mask);
-            // (A loop, not a closure: a closure would not inherit the
-            // caller's target feature, and its intrinsics would be calls.)
-            let mut lanes = [base; 4];
-            for (lane, row) in lanes.iter_mut().zip(&AVX2_LANES) {
-                let l = _mm256_loadu_si256(row.as_ptr().cast::<__m256i>());
-                *lane = _mm256_add_epi16(base, _mm256_and_si256(l, masked));
-            }
             Self {
-                mask: _mm256_loadu_si256(p.mask.as_ptr().cast::<__m256i>()),
-                lanes,
-                run: _mm256_setr_epi32(run_mask, 0, 0, 0, run_mask, 0, 0, 0),
+                mask: _mm256_load_si256(c.mask.as_ptr().cast::<__m256i>()),
+                lanes: [
+                    _mm256_load_si256(at(&c.lanes[0])),
+                    _mm256_load_si256(at(&c.lanes[1])),
+                    _mm256_load_si256(at(&c.lanes[2])),
+                    _mm256_load_si256(at(&c.lanes[3])),
+                ],
+                run: _mm256_load_si256(at(&c.run)),
             }
         }
     }
