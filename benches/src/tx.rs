@@ -31,7 +31,9 @@ fn burst_short(n: usize) -> ! {
 /// the doorbell record store, two `sfence` and the 8-byte doorbell store
 /// to ordinary memory), this loop and the test of its result. Not
 /// counted: building the packets (once, by the scenario) and retiring (in
-/// [`crate::Scenario::prepare`]).
+/// [`crate::Scenario::prepare`]). The queue has the AVX2 proof when the
+/// CPU has AVX2 (`leak_queue`, after `is_x86_feature_detected!`): the
+/// 64-byte frames are then copied with AVX2.
 #[inline(never)]
 pub fn measured_tx_burst32_empw(
     q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, Empw>,

@@ -100,6 +100,8 @@ use crate::prm::{
 };
 
 mod burst;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+mod burst_avx2;
 
 /// Byte offset of `fm_ce_se` in the control segment.
 const CTRL_FM_CE_SE: usize = 11;
@@ -686,6 +688,18 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         &self.sq
     }
 
+    /// Lets [`TxQueue::tx_burst`] copy inline frames with AVX2 (`Some`), or
+    /// not (`None`): the send queue's proof ([`SendQueue::set_avx2`], which
+    /// its list posts use too). The bytes are the same either way. A queue
+    /// starts with AVX2 when the crate was compiled with it
+    /// ([`Avx2::compile_time`](crate::cq::zip_x86::Avx2::compile_time));
+    /// with `std`, a caller turns it on after
+    /// `is_x86_feature_detected!("avx2")`.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    pub fn set_avx2(&mut self, avx2: Option<crate::cq::zip_x86::Avx2>) {
+        self.sq.set_avx2(avx2);
+    }
+
     /// The configuration.
     pub fn config(&self) -> &TxConfig {
         &self.cfg
@@ -1079,16 +1093,15 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
             *c = ctrl;
         }
         // Zeroes from the DS count to the end of the last WQEBB: at most
-        // 3 units, each one fixed-size store (no `memset` call).
+        // 3 units, one fixed-size store (no `memset` call, no loop).
         let tail = ds as usize * SEND_WQE_DS;
-        for k in 1..=3 {
-            if tail + k * SEND_WQE_DS <= end {
-                if let Some(u) = w
-                    .get_mut(end - k * SEND_WQE_DS..)
-                    .and_then(|u| u.first_chunk_mut::<SEND_WQE_DS>())
-                {
-                    *u = [0; SEND_WQE_DS];
-                }
+        if let Some(pad) = w.get_mut(tail..end) {
+            if let Ok(u) = <&mut [u8; 3 * SEND_WQE_DS]>::try_from(&mut *pad) {
+                *u = [0; 3 * SEND_WQE_DS];
+            } else if let Ok(u) = <&mut [u8; 2 * SEND_WQE_DS]>::try_from(&mut *pad) {
+                *u = [0; 2 * SEND_WQE_DS];
+            } else if let Ok(u) = <&mut [u8; SEND_WQE_DS]>::try_from(pad) {
+                *u = [0; SEND_WQE_DS];
             }
         }
         let st = &mut self.stage.0;

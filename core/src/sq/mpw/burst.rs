@@ -25,7 +25,12 @@
 //! kind and length) and writes the descriptor with fixed-size moves and
 //! the id into a contiguous run of the id ring. When a session is full and
 //! the next packet is alike, it is closed for the reason `push` gives and
-//! the next one opened in the ring, without leaving the loop. Other
+//! the next one opened in the ring, without leaving the loop (the close
+//! in place inlined, [`Out::close_direct`]). 64-byte frames (the common
+//! small packet) take a loop with the length a constant
+//! ([`fill_same64`]); on a queue with the AVX2 proof
+//! ([`TxQueue::set_avx2`]) the whole session loop of 64-byte frames is
+//! compiled with AVX2 (`burst_avx2`: 32-byte copies). Other
 //! common packets take [`fill`] (mixed lengths) and [`fill_one`] (any
 //! common shape, one at a time); everything else (another offload value,
 //! several segments, TSO, VLAN, a refused length, a full ring or id ring)
@@ -149,6 +154,9 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// the loop.
     #[inline(always)]
     fn append_run<const MODE: u8>(&mut self, pkts: &[Packet<'_>], inline_lim: u32) -> usize {
+        if self.open.is_none() {
+            return 0;
+        }
         let max_pk = self.max_packets();
         let max_inline = u32::from(self.q.cfg.max_inline_bytes);
         let cfg_ds = u32::from(self.q.cfg.max_wqe_bytes) / SEND_WQE_DS as u32;
@@ -249,7 +257,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                         (SMALL, Some(PacketBuf::Frame(f))) => match f.data.len() {
                             len @ 32..=44 => run.sessions::<M, 48>(rest, rest_ids, len),
                             len @ 45..=60 => run.sessions::<M, 64>(rest, rest_ids, len),
-                            len @ 61..=64 => run.sessions::<M, 80>(rest, rest_ids, len),
+                            len @ 61..=64 => run.sessions80::<M>(rest, rest_ids, len),
                             _ => (0, false),
                         },
                         (POINTER, Some(_)) => run.sessions::<M, 16>(rest, rest_ids, 0),
@@ -259,6 +267,9 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     if gone {
                         *open = None;
                         return k;
+                    }
+                    if k == n {
+                        break;
                     }
                 }
             }
@@ -580,7 +591,7 @@ struct Limits {
 
 /// The parts [`Run::sessions`] works on: the batch's, the open session
 /// (built in the ring) and the loop's state.
-struct Run<'r, 'x, 'a, P: DoorbellPolicy, Q: QpKind> {
+pub(super) struct Run<'r, 'x, 'a, P: DoorbellPolicy, Q: QpKind> {
     out: &'r mut Out<'x, 'a, P, Q>,
     o: &'r mut Open,
     s: &'r mut Sess,
@@ -612,6 +623,35 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
         ids: &mut [u64],
         len: usize,
     ) -> (usize, bool) {
+        self.sessions_as::<M, TLEN, false>(pkts, ids, len)
+    }
+
+    /// [`Run::sessions`] of 80-byte descriptors (frames of 61..=64 bytes);
+    /// with AVX2 for 64-byte frames if the queue has the proof
+    /// (`burst_avx2`: the whole loop compiled with AVX2, the same bytes).
+    #[inline(always)]
+    fn sessions80<M: TxMode>(
+        &mut self,
+        pkts: &[Packet<'_>],
+        ids: &mut [u64],
+        len: usize,
+    ) -> (usize, bool) {
+        match (len, avx2_of(self.out.sq)) {
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+            (64, Some(t)) => super::burst_avx2::sessions64::<M, P, Q>(t, self, pkts, ids),
+            _ => self.sessions::<M, 80>(pkts, ids, len),
+        }
+    }
+
+    /// [`Run::sessions`], its counted loop of 64-byte frames inlined if
+    /// `AVX` (the caller is compiled with AVX2).
+    #[inline(always)]
+    pub(super) fn sessions_as<M: TxMode, const TLEN: usize, const AVX: bool>(
+        &mut self,
+        pkts: &[Packet<'_>],
+        ids: &mut [u64],
+        len: usize,
+    ) -> (usize, bool) {
         let mut k = 0;
         loop {
             let (Some(w), Some(rest), Some(rest_ids)) = (
@@ -629,7 +669,15 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
                     _ => fill_ptrs::<false>(w, rest, rest_ids, self.key, self.s),
                 }
             } else {
-                fill_same::<TLEN>(w, rest, rest_ids, self.key, len, self.s)
+                if TLEN == 80 && len == 64 {
+                    if AVX {
+                        fill_same_as::<80, 64>(w, rest, rest_ids, self.key, 64, self.s)
+                    } else {
+                        fill_same64(w, rest, rest_ids, self.key, self.s)
+                    }
+                } else {
+                    fill_same::<TLEN>(w, rest, rest_ids, self.key, len, self.s)
+                }
             };
             k += j;
             if !full {
@@ -668,7 +716,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
                 self.lim.max_inline,
                 self.inline,
             );
-            out.close_session::<M>(o, reason);
+            out.close_direct::<M>(o, reason);
             // The next session (`open_session`), if the ring has room.
             let room_ds = out
                 .free_wqebbs()
@@ -912,7 +960,8 @@ fn same_run(
     match f.data.len() {
         32..=44 => fill_same::<48>(dst, pkts, ids, key, f.data.len(), s),
         45..=60 => fill_same::<64>(dst, pkts, ids, key, f.data.len(), s),
-        61..=64 => fill_same::<80>(dst, pkts, ids, key, f.data.len(), s),
+        61..=63 => fill_same::<80>(dst, pkts, ids, key, f.data.len(), s),
+        64 => fill_same64(dst, pkts, ids, key, s),
         _ => (0, false),
     }
 }
@@ -983,6 +1032,57 @@ fn fill_same<const TLEN: usize>(
     len: usize,
     s: &mut Sess,
 ) -> (usize, bool) {
+    fill_same_as::<TLEN, 0>(dst, pkts, ids, key, len, s)
+}
+
+/// [`fill_same`] of 64-byte frames (the shortest Ethernet frame with its
+/// FCS stripped, the common small packet), the length a constant: the
+/// loop keeps the session's offload values in registers and the frame's
+/// last 32 bytes at a fixed offset.
+#[inline(never)]
+fn fill_same64(
+    dst: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+    s: &mut Sess,
+) -> (usize, bool) {
+    fill_same_as::<80, 64>(dst, pkts, ids, key, 64, s)
+}
+
+/// The queue's proof that the CPU has AVX2, if any (none on other
+/// targets).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+type Avx2Opt = Option<crate::cq::zip_x86::Avx2>;
+/// The queue's proof that the CPU has AVX2, if any (none on other
+/// targets).
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom))))]
+type Avx2Opt = Option<core::convert::Infallible>;
+
+/// The AVX2 proof of `sq` ([`SendQueue::avx2`](crate::sq::SendQueue::avx2)).
+#[inline(always)]
+fn avx2_of<P: DoorbellPolicy, Q: QpKind>(sq: &crate::sq::SendQueue<'_, P, Q>) -> Avx2Opt {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    return sq.avx2();
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom))))]
+    {
+        let _ = sq;
+        None
+    }
+}
+
+/// [`fill_same`] of frames of `len` bytes, or of `LEN` if not 0 (then
+/// `len` is `LEN`).
+#[inline(always)]
+fn fill_same_as<const TLEN: usize, const LEN: usize>(
+    dst: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+    len: usize,
+    s: &mut Sess,
+) -> (usize, bool) {
+    let len = if LEN != 0 { LEN } else { len };
     if len < 32 || len + 4 > TLEN || len + 4 + SEND_WQE_DS <= TLEN {
         return (0, false);
     }
@@ -1096,6 +1196,25 @@ fn fill_one(
 }
 
 impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
+    /// [`Out::close_session`] of an eMPW session built in the ring, with
+    /// [`Out::finish_in_place`] inlined (no call per session); anything
+    /// else takes `close_session`.
+    #[inline(always)]
+    fn close_direct<M: TxMode>(&mut self, o: &Open, reason: CloseReason) {
+        if M::KIND != TxKind::Empw || !o.direct {
+            self.close_session::<M>(o, reason);
+            return;
+        }
+        self.p.ptr_pkts += o.ptr_pkts;
+        self.stats.sessions += 1;
+        if let Some(c) = self.stats.closes.get_mut(reason as usize) {
+            *c += 1;
+        }
+        if !self.finish_in_place(o.pi, o.ds, ctrl_bits::EMPW) {
+            self.finish(o.pi, o.ds, ctrl_bits::EMPW, o.direct);
+        }
+    }
+
     /// Free WQEBBs after the WQEs written out.
     #[inline(always)]
     fn free_wqebbs(&self) -> u32 {

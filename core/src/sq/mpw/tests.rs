@@ -753,7 +753,43 @@ fn burst_path_matches_push() {
     }
 }
 
+/// [`burst_path_matches_push`] with the burst side's queue given the AVX2
+/// proof (its 64-byte frames copied with AVX2), where the CPU has AVX2.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
+fn burst_path_matches_push_avx2() {
+    if !std::is_x86_feature_detected!("avx2") {
+        return;
+    }
+    let cases = if cfg!(miri) { 2 } else { 300 };
+    for case in 0..cases {
+        compare_paths_as::<Empw>(case, avx2_proof());
+        compare_paths_as::<LegacyMpw>(case, avx2_proof());
+    }
+}
+
+/// The AVX2 proof, the CPU having AVX2.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[expect(unsafe_code, reason = "the AVX2 proof, after detection")]
+fn avx2_proof() -> Option<crate::cq::zip_x86::Avx2> {
+    // SAFETY: the caller detected AVX2 on this CPU (`is_x86_feature_detected`).
+    Some(unsafe { crate::cq::zip_x86::Avx2::new_unchecked() })
+}
+
+/// The AVX2 proof type, or nothing where there is none.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+type Avx2Opt = Option<crate::cq::zip_x86::Avx2>;
+/// The AVX2 proof type, or nothing where there is none.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+type Avx2Opt = Option<core::convert::Infallible>;
+
 fn compare_paths<M: TxMode>(case: u64) {
+    compare_paths_as::<M>(case, None);
+}
+
+/// [`burst_path_matches_push`]'s case `case`; with `avx2`, the burst side
+/// uses it (else the queues' default).
+fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
     let more = [Sge::new(LKEY, 0x9000, 30)];
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
     let wqe_cnt = rng.pick(&[16usize, 64, 256]);
@@ -792,6 +828,12 @@ fn compare_paths<M: TxMode>(case: u64) {
     } = &mut lent_a;
     let mut a: Q<'_, M> =
         TxQueue::new(sq(&mem_a, shadow, staging, start_pi, min_inline), ids, cfg).expect("a");
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if avx2.is_some() {
+        a.set_avx2(avx2);
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    let _ = avx2;
     let Lent {
         shadow,
         staging,

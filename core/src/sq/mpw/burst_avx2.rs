@@ -1,0 +1,45 @@
+//! The burst path's session loop of 64-byte inline frames
+//! (`Run::sessions` with its counted loop inlined) compiled with AVX2, for
+//! a queue given the proof that the CPU has it
+//! ([`TxQueue::set_avx2`](super::TxQueue::set_avx2)): each frame is
+//! copied as two 32-byte moves instead of four 16-byte ones, and the loop
+//! is not a call per session. The same code, so the same bytes
+//! (`tests::burst_path_matches_push_avx2`). One of the few modules with
+//! `unsafe` code (the target-feature function and its call).
+#![expect(
+    unsafe_code,
+    reason = "a target-feature function, called under the AVX2 proof"
+)]
+
+use super::burst::Run;
+use super::{DoorbellPolicy, Packet, QpKind, TxMode};
+use crate::cq::zip_x86::Avx2;
+
+/// `Run::sessions` of 64-byte frames compiled with AVX2 (its counted loop
+/// inlined: the copies become 32-byte moves).
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn sessions64_avx2<M: TxMode, P: DoorbellPolicy, Q: QpKind>(
+    run: &mut Run<'_, '_, '_, P, Q>,
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+) -> (usize, bool) {
+    run.sessions_as::<M, 80, true>(pkts, ids, 64)
+}
+
+/// `Run::sessions` of 64-byte frames with AVX2, under the proof `_avx2`
+/// that the CPU has it.
+#[inline(always)]
+pub(super) fn sessions64<M: TxMode, P: DoorbellPolicy, Q: QpKind>(
+    _avx2: Avx2,
+    run: &mut Run<'_, '_, '_, P, Q>,
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+) -> (usize, bool) {
+    // SAFETY: `_avx2` exists, so the CPU has AVX2 (its constructors'
+    // contract); that is all `sessions64_avx2` requires.
+    unsafe { sessions64_avx2::<M, P, Q>(run, pkts, ids) }
+}
