@@ -807,7 +807,8 @@ fn need<'a>(rec: &'a TraceRecord, key: &str) -> Result<&'a str, String> {
     param(rec, key).ok_or_else(|| format!("no `# {key}:` line"))
 }
 
-fn number(s: &str) -> Option<u64> {
+/// A number as trace records write it: decimal or `0x` hex.
+pub fn number(s: &str) -> Option<u64> {
     match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => s.parse().ok(),

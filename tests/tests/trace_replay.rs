@@ -3,7 +3,9 @@
 //! compressed sessions with `decode::cq::decode_ring` (the core's own
 //! poller over a ring rebuilt from the record), doorbell records and UAR
 //! writes through the `prm` layouts — and every value the record stores
-//! is checked against the decoded fields.
+//! is checked against the decoded fields. The decoding and checking are
+//! `mlx5dp_setup::trace_record` (`decode`, `check_record`): the same code
+//! `mlx5dp trace replay` runs on a trace from a ConnectX.
 //!
 //! - `captured/` (real hardware): every record must decode here; the
 //!   values their sources printed are checked, with the sources' own key
@@ -22,26 +24,19 @@
     reason = "test helpers: a failed read is a test failure"
 )]
 
-use mlx5dp::prm::{Av, CqArmWord, MiniCqeFormat};
+use mlx5dp::prm::{Av, MiniCqeFormat};
 use mlx5dp::rq::Sge as RSge;
 use mlx5dp::sq::{BlueFlamePreferred, DoorbellOnly, Sge};
 use mlx5dp_setup::backend::{Backend, EmuBackend};
-use mlx5dp_setup::decode::cq::{decode_ring, CqLayout, RingParams};
-use mlx5dp_setup::decode::cqe::CqeSize as DCqeSize;
-use mlx5dp_setup::decode::mini::MiniFormat;
 use mlx5dp_setup::decode::trace::{parse_records, TraceRecord};
-use mlx5dp_setup::decode::wqe::{decode_wqe, QpType as DQp};
 use mlx5dp_setup::emu::device::FlowRule;
 use mlx5dp_setup::emu::{
     CompressionCfg, CompressionLayout, CqeSize, DeviceConfig, Fault, QpType, Recorder, RqInit,
 };
+use mlx5dp_setup::trace_record::{check_record, decode, number, param};
 use mlx5dp_tests::e2e::frames;
 use mlx5dp_tests::e2e::{leak, pattern, Fabric, QpSpec, Queues, TestStridingRq};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// The line every emulated record carries.
-const RECORDED_BY: &str = "mlx5dp emulated device";
 
 fn traces_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw-traces")
@@ -67,315 +62,14 @@ fn records_in(sub: &str) -> Vec<(PathBuf, TraceRecord)> {
     out
 }
 
-/// A `# key: value` line of a record that the parser keeps in `other`.
-fn param<'a>(rec: &'a TraceRecord, key: &str) -> Option<&'a str> {
-    rec.other
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-}
-
-fn need<'a>(rec: &'a TraceRecord, key: &str) -> Result<&'a str, String> {
-    param(rec, key).ok_or_else(|| format!("no `# {key}:` line"))
-}
-
-fn number(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
-    }
-}
-
-fn need_num(rec: &TraceRecord, key: &str) -> Result<u64, String> {
-    let v = need(rec, key)?;
-    number(v).ok_or_else(|| format!("`# {key}: {v}` is not a number"))
-}
-
-/// What a record decodes to: one object, or a session's completions.
-enum Decoded {
-    One(Value),
-    Session(Vec<Value>),
-}
-
-fn cqe_size(rec: &TraceRecord) -> Result<DCqeSize, String> {
-    match need(rec, "cqe-size")? {
-        "64" => Ok(DCqeSize::B64),
-        "128" => Ok(DCqeSize::B128),
-        v => Err(format!("cqe-size {v}")),
-    }
-}
-
-/// Rebuilds a ring of `ring-size` slots around the record's bytes (placed
-/// at the slots from `ci`), every other slot holding an entry software
-/// must not poll (opcode INVALID, wrong owner bit, wrong validity count),
-/// and polls it with the core's poller through `decode_ring`.
-fn decode_session(rec: &TraceRecord) -> Result<Vec<Value>, String> {
-    let size = cqe_size(rec)?;
-    let stride = size.bytes();
-    let cnt = u32::try_from(need_num(rec, "ring-size")?).map_err(|e| e.to_string())?;
-    let ci = u32::try_from(need_num(rec, "ci")?).map_err(|e| e.to_string())?;
-    let layout = match need(rec, "layout")? {
-        "basic" => CqLayout::Basic,
-        "enhanced" => CqLayout::Enhanced,
-        v => return Err(format!("layout {v} has no sessions")),
-    };
-    let fname = rec.mini_format.as_deref().ok_or("no `# mini-format:`")?;
-    let mini_format = [
-        MiniFormat::Hash,
-        MiniFormat::Csum,
-        MiniFormat::FtagStridx,
-        MiniFormat::CsumStridx,
-        MiniFormat::L34hStridx,
-        MiniFormat::Req,
-    ]
-    .into_iter()
-    .find(|f| f.name() == fname)
-    .ok_or_else(|| format!("mini-format {fname}"))?;
-    let striding_rq = need(rec, "striding-rq")? == "true";
-    if rec.bytes.len() % stride != 0 || rec.bytes.len() / stride > cnt as usize {
-        return Err(format!(
-            "{} bytes are not whole {stride}-byte slots within a ring of {cnt}",
-            rec.bytes.len()
-        ));
-    }
-    let used = (rec.bytes.len() / stride) as u32;
-    let mut ring = vec![0u8; stride * cnt as usize];
-    for k in 0..cnt {
-        let idx = ci.wrapping_add(k);
-        let slot = (idx & (cnt - 1)) as usize * stride;
-        let dst = &mut ring[slot..slot + stride];
-        if k < used {
-            dst.copy_from_slice(&rec.bytes[k as usize * stride..(k as usize + 1) * stride]);
-        } else {
-            // Not software's: INVALID opcode, the other pass's owner bit,
-            // a validity count off by 128.
-            let parity = (idx / cnt) & 1 == 1;
-            let iteration = (idx / cnt) as u8;
-            dst[stride - 1] = 0xf0 | u8::from(!parity);
-            dst[stride - 2] = iteration.wrapping_add(0x80);
-        }
-    }
-    let params = RingParams {
-        cqe_size: size,
-        cqe_cnt: cnt,
-        ci,
-        layout,
-        mini_format,
-        striding_rq,
-    };
-    let d = decode_ring(&ring, &params).map_err(|e| e.to_string())?;
-    Ok(d.completions.iter().map(|c| c.fields().to_json()).collect())
-}
-
-fn dqp(rec: &TraceRecord) -> Result<Option<DQp>, String> {
-    rec.qp_type().map_err(|e| e.to_string())
-}
-
-/// Decodes a record of any kind.
-fn decode(rec: &TraceRecord) -> Result<Decoded, String> {
-    match rec.kind.as_str() {
-        "cqe_session" => decode_session(rec).map(Decoded::Session),
-        "dbrec" => {
-            let b: [u8; 4] = rec.bytes.as_slice().try_into().map_err(|_| {
-                format!("a doorbell record word is 4 bytes, got {}", rec.bytes.len())
-            })?;
-            let v = u32::from_be_bytes(b);
-            let queue = need(rec, "queue")?.split_whitespace().next().unwrap_or("");
-            let word = need_num(rec, "word")?;
-            let j = match (queue, word) {
-                // CQ record word 0: the 24-bit consumer index.
-                ("cq", 0) => serde_json::json!({ "raw": v, "ci": v & 0x00ff_ffff }),
-                // CQ record word 1: the arm word (rdma-core `mlx5_arm_cq`).
-                ("cq", 1) => arm_json(v),
-                // SQ word 1, RQ/SRQ word 0: the 16-bit WQE counter.
-                ("sq", 1) | ("rq", 0) | ("srq", 0) => {
-                    serde_json::json!({ "raw": v, "counter": v & 0xffff })
-                }
-                _ => return Err(format!("no doorbell-record word {word} on a {queue}")),
-            };
-            Ok(Decoded::One(j))
-        }
-        "mmio_write" => {
-            let queue = need(rec, "queue")?.split_whitespace().next().unwrap_or("");
-            match queue {
-                "cq" => {
-                    let b: [u8; 8] = rec.bytes.as_slice().try_into().map_err(|_| {
-                        format!("a CQ arm doorbell is 8 bytes, got {}", rec.bytes.len())
-                    })?;
-                    let mut j = arm_json(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                    j["cqn"] = Value::from(u32::from_be_bytes([b[4], b[5], b[6], b[7]]));
-                    Ok(Decoded::One(j))
-                }
-                "sq" => {
-                    // An 8-byte doorbell is the control segment's first 8
-                    // bytes; a BlueFlame copy is the WQE's first bytes.
-                    let mut b = rec.bytes.clone();
-                    let whole = b.len().div_ceil(16).max(1) * 16;
-                    b.resize(whole, 0);
-                    decode_wqe(&b, dqp(rec)?)
-                        .map(|w| Decoded::One(w.to_json()))
-                        .map_err(|e| e.to_string())
-                }
-                q => Err(format!("no UAR write for queue `{q}`")),
-            }
-        }
-        _ => rec
-            .decode()
-            .map(|d| Decoded::One(d.to_json()))
-            .map_err(|e| e.to_string()),
-    }
-}
-
-fn arm_json(word: u32) -> Value {
-    let w = CqArmWord::from_bits(mlx5dp::prm::Be32::new(word));
-    serde_json::json!({ "raw": word, "cmd": w.cmd(), "arm_sn": w.arm_sn(), "ci": w.ci() })
-}
-
-/// Looks a key up: a field name; `seg.<type>[#k].<field>` (the k-th
-/// segment of that type); `payload_bytes` / `sges` (data and inline
-/// segments); `completions` / `c<i>.<field>` (a session).
-fn lookup(d: &Decoded, key: &str) -> Result<Value, String> {
-    match d {
-        Decoded::Session(cs) => {
-            if key == "completions" {
-                return Ok(Value::from(cs.len()));
-            }
-            let (ci, field) = key
-                .strip_prefix('c')
-                .and_then(|k| k.split_once('.'))
-                .ok_or_else(|| format!("session key `{key}` is not c<i>.<field>"))?;
-            let i: usize = ci.parse().map_err(|_| format!("bad index in `{key}`"))?;
-            let c = cs
-                .get(i)
-                .ok_or_else(|| format!("completion {i} not decoded ({} were)", cs.len()))?;
-            c.get(field)
-                .cloned()
-                .ok_or_else(|| format!("completion {i} has no field `{field}`"))
-        }
-        Decoded::One(j) => {
-            let segs = || j["segments"].as_array().cloned().unwrap_or_default();
-            let data = |s: &Value| matches!(s["type"].as_str(), Some("data" | "inline"));
-            match key {
-                "payload_bytes" => Ok(Value::from(
-                    segs()
-                        .iter()
-                        .filter(|s| data(s))
-                        .map(|s| s["byte_count"].as_u64().unwrap_or(0))
-                        .sum::<u64>(),
-                )),
-                "sges" => Ok(Value::from(segs().iter().filter(|s| data(s)).count())),
-                _ => {
-                    if let Some(rest) = key.strip_prefix("seg.") {
-                        let (ty, field) = rest
-                            .split_once('.')
-                            .ok_or_else(|| format!("`{key}` is not seg.<type>.<field>"))?;
-                        let (ty, k) = match ty.split_once('#') {
-                            Some((t, k)) => (t, k.parse::<usize>().map_err(|e| e.to_string())?),
-                            None => (ty, 0),
-                        };
-                        let s = segs()
-                            .into_iter()
-                            .filter(|s| s["type"] == ty)
-                            .nth(k)
-                            .ok_or_else(|| format!("no segment {ty}#{k}"))?;
-                        s.get(field)
-                            .cloned()
-                            .ok_or_else(|| format!("segment {ty}#{k} has no field `{field}`"))
-                    } else {
-                        j.get(key)
-                            .cloned()
-                            .ok_or_else(|| format!("decoded output has no field `{key}`"))
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn matches(got: &Value, want: &str) -> bool {
-    match got {
-        Value::Number(n) => n.as_u64().is_some() && n.as_u64() == number(want),
-        Value::Bool(b) => b.to_string() == want,
-        Value::String(s) => s.to_lowercase().replace(' ', "_") == want.to_lowercase(),
-        _ => false,
-    }
-}
-
-/// Checks the record's own consistency beyond its expect line: the
-/// owner bit / validity count a regular CQE must carry at `ci`, and the
-/// WQE index a WQE must carry at `ci`.
-fn check_params(rec: &TraceRecord, d: &Decoded) -> Result<usize, String> {
-    let Decoded::One(j) = d else { return Ok(0) };
-    match rec.kind.as_str() {
-        "cqe64" | "cqe128" | "error_cqe64" | "error_cqe128" => {
-            let cnt = need_num(rec, "ring-size")?;
-            let ci = need_num(rec, "ci")?;
-            if need(rec, "layout")? == "enhanced" {
-                let want = (ci / cnt) & 0xff;
-                if j["signature"].as_u64() != Some(want) {
-                    return Err(format!(
-                        "ci {ci} of a ring of {cnt}: validity count {want:#x}, decoded {}",
-                        j["signature"]
-                    ));
-                }
-            } else {
-                let want = (ci / cnt) & 1;
-                if j["owner"].as_u64() != Some(want) {
-                    return Err(format!(
-                        "ci {ci} of a ring of {cnt}: owner bit {want}, decoded {}",
-                        j["owner"]
-                    ));
-                }
-            }
-            Ok(1)
-        }
-        "wqe" => {
-            let ci = need_num(rec, "ci")?;
-            if j["wqe_index"].as_u64() != Some(ci & 0xffff) {
-                return Err(format!(
-                    "ci {ci}: wqe_index {:#x}, decoded {}",
-                    ci & 0xffff,
-                    j["wqe_index"]
-                ));
-            }
-            Ok(1)
-        }
-        _ => Ok(0),
-    }
-}
-
-/// Decodes an emulated record and checks every stored value; returns how
-/// many were checked.
+/// [`check_record`] (the replay `mlx5dp trace replay` runs), for a record
+/// that must be the emulator's: `origin: emulator`, marked
+/// `# recorded-by: mlx5dp emulated device`, with expect values.
 fn check_emulated(rec: &TraceRecord) -> Result<usize, String> {
-    if param(rec, "recorded-by") != Some(RECORDED_BY) {
-        return Err(format!("not marked `# recorded-by: {RECORDED_BY}`"));
-    }
     if rec.origin != "emulator" {
         return Err(format!("origin `{}`, not `emulator`", rec.origin));
     }
-    if rec.expect.is_empty() {
-        return Err("no expect values".into());
-    }
-    let d = decode(rec)?;
-    if let Decoded::One(j) = &d {
-        if rec.kind.starts_with("error_cqe")
-            && !j["opcode"].as_str().is_some_and(|o| o.ends_with("err"))
-        {
-            return Err(format!(
-                "kind {} but decoded opcode {}",
-                rec.kind, j["opcode"]
-            ));
-        }
-    }
-    let mut n = check_params(rec, &d)?;
-    for (k, v) in &rec.expect {
-        let got = lookup(&d, k).map_err(|e| format!("{k}={v}: {e}"))?;
-        if !matches(&got, v) {
-            return Err(format!("{k}: the device recorded {v}, decoded {got}"));
-        }
-        n += 1;
-    }
-    Ok(n)
+    check_record(rec)
 }
 
 #[test]
