@@ -289,13 +289,13 @@ pub struct RecordLines<'a> {
     /// `wqe`, `cqe64`, `dbrec`, `mmio_write`, ...
     pub kind: &'static str,
     /// The `# device:` line.
-    pub device: String,
+    pub device: &'a str,
     /// The queue parameters, in order.
-    pub params: Vec<(&'static str, String)>,
+    pub params: &'a [(&'static str, String)],
     /// `key=value` pairs of the `# expect:` line.
-    pub expect: Vec<(String, String)>,
+    pub expect: &'a [(String, String)],
     /// Notes (written with the `(mlx5dp)` prefix).
-    pub notes: Vec<String>,
+    pub notes: &'a [String],
     /// The bytes, in memory order.
     pub bytes: &'a [u8],
 }
@@ -308,12 +308,12 @@ pub fn write_record(out: &mut String, r: &RecordLines<'_>) {
     let _ = writeln!(out, "# origin: {}", r.origin);
     let _ = writeln!(out, "# kind: {}", r.kind);
     let _ = writeln!(out, "# device: {}", r.device);
-    for (k, v) in &r.params {
+    for (k, v) in r.params {
         let _ = writeln!(out, "# {k}: {v}");
     }
     let expect: Vec<String> = r.expect.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(out, "# expect: {}", expect.join(" "));
-    for n in &r.notes {
+    for n in r.notes {
         let _ = writeln!(out, "# note: (mlx5dp) {n}");
     }
     out.push_str(&crate::hexdump::to_plain_hex(r.bytes));
@@ -383,10 +383,10 @@ impl HostTrace {
             by: ("captured-by", CAPTURED_BY),
             origin: "captured",
             kind,
-            device: self.device.clone(),
-            params,
-            expect,
-            notes: vec![note],
+            device: &self.device,
+            params: &params,
+            expect: &expect,
+            notes: &[note],
             bytes,
         };
         write_record(&mut self.text, &r);

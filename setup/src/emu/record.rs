@@ -17,7 +17,7 @@
 //! hook and allocates nothing.
 #![forbid(unsafe_code)]
 
-use crate::hexdump;
+use crate::trace_record::{write_record, RecordLines};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -179,29 +179,22 @@ impl Recorder {
         }
         *self.stats.by_kind.entry(r.kind.to_string()).or_default() += 1;
         self.seq += 1;
-        let t = &mut self.text;
-        let _ = writeln!(t);
-        let _ = writeln!(
-            t,
-            "# source: [emu-{}-{:04}] mlx5dp emulated device, scenario family `{}`, record {}",
-            self.family, self.seq, self.family, self.seq
-        );
-        let _ = writeln!(t, "# recorded-by: {RECORDED_BY}");
-        let _ = writeln!(t, "# origin: emulator");
-        let _ = writeln!(t, "# kind: {}", r.kind);
-        let _ = writeln!(
-            t,
-            "# device: mlx5dp emulated ConnectX (software model, not hardware)"
-        );
-        for (k, v) in &r.params {
-            let _ = writeln!(t, "# {k}: {v}");
-        }
-        let expect: Vec<String> = r.expect.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(t, "# expect: {}", expect.join(" "));
-        for n in &r.notes {
-            let _ = writeln!(t, "# note: (mlx5dp) {n}");
-        }
-        t.push_str(&hexdump::to_plain_hex(r.bytes));
+        let lines = RecordLines {
+            id: format!("emu-{}-{:04}", self.family, self.seq),
+            source: format!(
+                "mlx5dp emulated device, scenario family `{}`, record {}",
+                self.family, self.seq
+            ),
+            by: ("recorded-by", RECORDED_BY),
+            origin: "emulator",
+            kind: r.kind,
+            device: "mlx5dp emulated ConnectX (software model, not hardware)",
+            params: &r.params,
+            expect: &r.expect.0,
+            notes: &r.notes,
+            bytes: r.bytes,
+        };
+        write_record(&mut self.text, &lines);
     }
 
     /// Saves the records (when a path was given) and returns the counts.
