@@ -86,10 +86,10 @@ pub(crate) fn leak_queue<P: DoorbellPolicy, Q: QpKind>(
 
 /// The AVX2 proof, when this CPU has AVX2 (the list posts use it).
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn avx2() -> Option<mlx5dp::cq::zip_x86::Avx2> {
+pub(crate) fn avx2() -> Option<mlx5dp::cpu::Avx2> {
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU running this process has AVX2 (just detected).
-        Some(unsafe { mlx5dp::cq::zip_x86::Avx2::new_unchecked() })
+        Some(unsafe { mlx5dp::cpu::Avx2::new_unchecked() })
     } else {
         None
     }

@@ -17,6 +17,8 @@
 extern crate std;
 
 pub mod barrier;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+pub mod cpu;
 pub mod cq;
 pub mod index;
 pub mod mmio;

@@ -148,7 +148,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-use crate::cq::zip_x86::Avx2;
+use crate::cpu::Avx2;
 use crate::index::{in_flight, RingSize};
 use crate::mmio::{DeviceWord, Register};
 use crate::prm::{QpnDs, SEND_WQE_BB, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE};

@@ -42,31 +42,9 @@ use core::arch::x86_64::{
     _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
 };
 
-/// Proof that the CPU running this code has SSE4.1 (and the SSSE3 it
-/// implies).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sse41(());
+pub use crate::cpu::{Avx2, Sse41};
 
 impl Sse41 {
-    /// The token, if the crate was compiled with SSE4.1 enabled
-    /// (`-C target-feature=+sse4.1`, or a `-C target-cpu` that has it).
-    pub const fn compile_time() -> Option<Self> {
-        if cfg!(target_feature = "sse4.1") {
-            Some(Self(()))
-        } else {
-            None
-        }
-    }
-
-    /// The token, unconditionally.
-    ///
-    /// # Safety
-    /// Every CPU that runs code using the token must support SSE4.1 (with
-    /// `std`: `is_x86_feature_detected!("sse4.1")` returned true).
-    pub const unsafe fn new_unchecked() -> Self {
-        Self(())
-    }
-
     /// Decodes one mini array ([`super::zip::decode_scalar`]'s contract).
     #[inline]
     pub fn decode(
@@ -82,31 +60,7 @@ impl Sse41 {
     }
 }
 
-/// Proof that the CPU running this code has AVX2 (and the SSE4.1 it
-/// implies).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Avx2(());
-
 impl Avx2 {
-    /// The token, if the crate was compiled with AVX2 enabled
-    /// (`-C target-feature=+avx2`, or a `-C target-cpu` that has it).
-    pub const fn compile_time() -> Option<Self> {
-        if cfg!(target_feature = "avx2") {
-            Some(Self(()))
-        } else {
-            None
-        }
-    }
-
-    /// The token, unconditionally.
-    ///
-    /// # Safety
-    /// Every CPU that runs code using the token must support AVX2 (with
-    /// `std`: `is_x86_feature_detected!("avx2")` returned true).
-    pub const unsafe fn new_unchecked() -> Self {
-        Self(())
-    }
-
     /// Decodes one mini array ([`super::zip::decode_scalar`]'s contract).
     #[inline]
     pub fn decode(

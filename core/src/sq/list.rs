@@ -210,7 +210,7 @@ pub(super) enum Runs {
     Scalar,
     /// With AVX2 (RDMA writes and reads; others as `Scalar`), with its proof.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-    Avx2(crate::cq::zip_x86::Avx2),
+    Avx2(crate::cpu::Avx2),
 }
 
 /// How many leading elements of `run` are plain: no flag, a non-empty SGE.

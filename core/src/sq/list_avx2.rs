@@ -6,7 +6,7 @@
 use super::list::{self, RdmaWr};
 use super::Sge;
 use super::{DoorbellPolicy, QpKind, SendQueue, SqShadowEntry};
-use crate::cq::zip_x86::Avx2;
+use crate::cpu::Avx2;
 use crate::ring::WqebbRing;
 
 // The byte offsets of `RdmaWr` the vector path reads (`rdma_run_avx2`).

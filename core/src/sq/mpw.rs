@@ -692,11 +692,11 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// not (`None`): the send queue's proof ([`SendQueue::set_avx2`], which
     /// its list posts use too). The bytes are the same either way. A queue
     /// starts with AVX2 when the crate was compiled with it
-    /// ([`Avx2::compile_time`](crate::cq::zip_x86::Avx2::compile_time));
+    /// ([`Avx2::compile_time`](crate::cpu::Avx2::compile_time));
     /// with `std`, a caller turns it on after
     /// `is_x86_feature_detected!("avx2")`.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-    pub fn set_avx2(&mut self, avx2: Option<crate::cq::zip_x86::Avx2>) {
+    pub fn set_avx2(&mut self, avx2: Option<crate::cpu::Avx2>) {
         self.sq.set_avx2(avx2);
     }
 

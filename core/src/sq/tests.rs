@@ -2056,8 +2056,8 @@ fn vector_paths() -> Vec<bool> {
 
 /// The AVX2 proof, if this CPU has AVX2.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-fn avx2() -> Option<crate::cq::zip_x86::Avx2> {
-    use crate::cq::zip_x86::Avx2;
+fn avx2() -> Option<crate::cpu::Avx2> {
+    use crate::cpu::Avx2;
     if Avx2::compile_time().is_some() {
         return Avx2::compile_time();
     }

@@ -1053,7 +1053,7 @@ fn fill_same64(
 /// The queue's proof that the CPU has AVX2, if any (none on other
 /// targets).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-type Avx2Opt = Option<crate::cq::zip_x86::Avx2>;
+type Avx2Opt = Option<crate::cpu::Avx2>;
 /// The queue's proof that the CPU has AVX2, if any (none on other
 /// targets).
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2", not(loom))))]

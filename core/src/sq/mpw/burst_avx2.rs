@@ -13,7 +13,7 @@
 
 use super::burst::Run;
 use super::{DoorbellPolicy, Packet, QpKind, TxMode};
-use crate::cq::zip_x86::Avx2;
+use crate::cpu::Avx2;
 
 /// `Run::sessions` of 64-byte frames compiled with AVX2 (its counted loop
 /// inlined: the copies become 32-byte moves).

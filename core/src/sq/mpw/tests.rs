@@ -771,14 +771,14 @@ fn burst_path_matches_push_avx2() {
 /// The AVX2 proof, the CPU having AVX2.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[expect(unsafe_code, reason = "the AVX2 proof, after detection")]
-fn avx2_proof() -> Option<crate::cq::zip_x86::Avx2> {
+fn avx2_proof() -> Option<crate::cpu::Avx2> {
     // SAFETY: the caller detected AVX2 on this CPU (`is_x86_feature_detected`).
-    Some(unsafe { crate::cq::zip_x86::Avx2::new_unchecked() })
+    Some(unsafe { crate::cpu::Avx2::new_unchecked() })
 }
 
 /// The AVX2 proof type, or nothing where there is none.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-type Avx2Opt = Option<crate::cq::zip_x86::Avx2>;
+type Avx2Opt = Option<crate::cpu::Avx2>;
 /// The AVX2 proof type, or nothing where there is none.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 type Avx2Opt = Option<core::convert::Infallible>;
