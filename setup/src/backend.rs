@@ -420,9 +420,21 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
 /// (which fails at once, naming the emulated device, when there is none),
 /// or [`BackendError::NeedsVerbs`] in a build without that feature.
 pub fn open(device: &str) -> Result<Box<dyn Backend>, BackendError> {
+    open_with_idle(device, crate::emu::IdlePolicy::THROUGHPUT)
+}
+
+/// [`open`], with the emulated device's thread idling as `idle` says
+/// (ignored for an RDMA device).
+pub fn open_with_idle(
+    device: &str,
+    idle: crate::emu::IdlePolicy,
+) -> Result<Box<dyn Backend>, BackendError> {
     if device == "emu" {
-        let be = EmuBackend::threaded(DeviceConfig::default())
-            .map_err(|e| BackendError::Thread(e.to_string()))?;
+        let cfg = DeviceConfig {
+            idle,
+            ..DeviceConfig::default()
+        };
+        let be = EmuBackend::threaded(cfg).map_err(|e| BackendError::Thread(e.to_string()))?;
         return Ok(Box::new(be));
     }
     #[cfg(feature = "verbs")]

@@ -147,6 +147,17 @@ fn raw_tx_every_mode() {
     check_bw(&j, 1000, 1500);
 }
 
+/// `--emu-idle` picks the emulated device thread's idle policy; every
+/// policy delivers every frame.
+#[test]
+fn raw_tx_every_emu_idle_policy() {
+    for idle in ["throughput", "busy", "frugal"] {
+        let j = perf("raw-tx", &["--iters", "3000", "--emu-idle", idle]);
+        check_bw(&j, 3000, 64);
+        assert_eq!(j["frames out of the port"].as_u64(), Some(3000), "{idle}");
+    }
+}
+
 #[test]
 fn raw_rx_compressed_and_not() {
     let j = perf("raw-rx", &["--iters", "5000"]);
@@ -222,6 +233,7 @@ fn bad_flags_exit_2_in_one_line() {
     assert_bad(&["perf", "raw-rx", "--cqe-compression", "hash"]);
     assert_bad(&["perf", "send-bw", "--cqe-compression", "csum-stridx"]);
     assert_bad(&["perf", "send-bw", "--batch", "0"]);
+    assert_bad(&["perf", "raw-tx", "--emu-idle", "lazy"]);
     assert_bad(&["info", "--bogus"]);
 }
 

@@ -61,10 +61,9 @@ impl IdlePolicy {
     /// (about 13 ms: an empty step costs about 100 ns; this outlasts the
     /// scheduler slice another process takes from a loaded 2-core
     /// machine), 1024 yields, then 50 µs naps (timer slack adds about as
-    /// much again). `mlx5dp perf raw-tx --mode inline` against one busy
-    /// loop: 1.2 Mpps yielding from the first empty step (this thread's
-    /// old behaviour), 2.7 spinning 4096 steps, 3.5 with this bound, 3.7–4.3
-    /// never yielding ([`Self::BUSY`]). Scenario tests on a loaded machine
+    /// much again). `mlx5dp perf raw-tx --emu-idle frugal|throughput|busy`
+    /// compares the policies (figures in `benches/README.md`). Scenario
+    /// tests on a loaded machine
     /// run faster with [`Self::FRUGAL`] (the device then takes no CPU from
     /// the test threads).
     pub const THROUGHPUT: IdlePolicy = IdlePolicy {

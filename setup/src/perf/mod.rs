@@ -204,6 +204,12 @@ pub struct PerfArgs {
     /// name (needs the `verbs` feature).
     #[arg(long, short = 'd', default_value = "emu")]
     pub device: String,
+    /// How the emulated device's thread waits when it finds no work
+    /// (`emu` only): `throughput` (spin ≈ 13 ms, then yield, then short
+    /// naps), `busy` (never gives the CPU away) or `frugal` (yields and
+    /// naps at once).
+    #[arg(long, value_enum, default_value = "throughput")]
+    pub emu_idle: EmuIdle,
     /// Message size in bytes (frame length for raw tests). Defaults: 2
     /// (latency), 65536 (bandwidth), 8 (atomic), 64 (raw).
     #[arg(long, short = 's')]
@@ -499,16 +505,38 @@ pub fn device_error(name: &str) -> PerfError {
     )
 }
 
+/// `--emu-idle`: the emulated device thread's [`crate::emu::IdlePolicy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmuIdle {
+    /// [`crate::emu::IdlePolicy::THROUGHPUT`].
+    Throughput,
+    /// [`crate::emu::IdlePolicy::BUSY`].
+    Busy,
+    /// [`crate::emu::IdlePolicy::FRUGAL`].
+    Frugal,
+}
+
+impl EmuIdle {
+    /// The policy.
+    pub fn policy(self) -> crate::emu::IdlePolicy {
+        match self {
+            EmuIdle::Throughput => crate::emu::IdlePolicy::THROUGHPUT,
+            EmuIdle::Busy => crate::emu::IdlePolicy::BUSY,
+            EmuIdle::Frugal => crate::emu::IdlePolicy::FRUGAL,
+        }
+    }
+}
+
 /// Opens the device a run asks for: `emu` (on its own thread) or an RDMA
 /// device; one line and status 2 when it cannot be opened.
-pub fn open_device(name: &str) -> Result<Box<dyn Backend>, PerfError> {
-    crate::backend::open(name).map_err(|e| PerfError::usage(e.to_string()))
+pub fn open_device(name: &str, idle: EmuIdle) -> Result<Box<dyn Backend>, PerfError> {
+    crate::backend::open_with_idle(name, idle.policy()).map_err(|e| PerfError::usage(e.to_string()))
 }
 
 /// Runs `mlx5dp perf` and returns what to print on stdout.
 pub fn run(a: &PerfArgs) -> Result<String, PerfError> {
     let opts = Opts::resolve(a)?;
-    let be = open_device(&a.device)?;
+    let be = open_device(&a.device, a.emu_idle)?;
     let report = run_on(be, &opts)?;
     Ok(if a.json {
         format!("{}\n", report.json())
