@@ -455,7 +455,8 @@ impl Cq {
     ) -> Result<(usize, Option<u8>), (usize, PollError)> {
         // Step 1, continued after entry `k`.
         let (plain_n, stop) = run.scan_from::<OP_OWN>(k + 1, |b| class[usize::from(b)] == PLAIN);
-        // Step 2.
+        // Step 2: the bodies of the entries just scanned are read after
+        // their ownership bytes.
         barrier::from_device();
         // Step 3.
         let group = run.prefix(plain_n);
@@ -763,6 +764,8 @@ impl Cq {
                 if ring.ring().read_validity(e) != size.iteration(ci) {
                     break None;
                 }
+                // The copy below reads the body the validity byte just
+                // published: not before it (PRM-FACTS §9.2, §10.5).
                 barrier::from_device();
                 owned = 1;
             }
