@@ -24,10 +24,10 @@ fn burst_short(n: usize) -> ! {
 /// Counted: `tx_burst` whole. Per packet: the counted loop (shape, kind
 /// and length tests, the descriptor written straight into the ring, the id
 /// into the id ring). Per session: how many packets fit, closing it
-/// (control segment and padding in place, the shadow entries, the CQE
+/// (control segment and padding in place, its one shadow entry, the CQE
 /// decision) and opening the next one in the ring (a session that would
-/// cross the ring end is staged and copied). Per burst: opening the
-/// first session, `TxBatch::complete` (the producer update,
+/// cross the ring end is built in the staging area and copied). Per
+/// burst: opening the first session, `TxBatch::complete` (the producer update,
 /// the doorbell record store, two `sfence` and the 8-byte doorbell store
 /// to ordinary memory), this loop and the test of its result. Not
 /// counted: building the packets (once, by the scenario) and retiring (in
@@ -97,23 +97,26 @@ struct TxScenario<M: TxMode> {
 }
 
 /// Retires every WQE of `q` in flight (the device's side): finds the last
-/// WQE's start in the shadow (the first non-empty entry back from the
-/// producer) and retires up to it.
+/// WQE's start by walking the shadow from the consumer, WQE by WQE (only
+/// a WQE's first slot has its entry; the others may hold stale ones), and
+/// retires up to it.
 fn retire_tx<M: TxMode>(q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>) {
     let sq = q.send_queue();
-    let flight = sq.outstanding();
-    if flight == 0 {
+    if sq.outstanding() == 0 {
         return;
     }
-    let pi = sq.producer();
-    let mask = sq.wqe_cnt() - 1;
-    let last = (1..=flight)
-        .find(|&d| {
-            sq.shadow((pi.wrapping_sub(d) & mask) as usize)
-                .is_some_and(|e| e.wqebbs() != 0)
-        })
-        .map(|d| pi.wrapping_sub(d) as u16)
-        .expect("a WQE start in flight");
+    let (pi, mask) = (sq.producer(), sq.wqe_cnt() - 1);
+    let mut at = sq.consumer();
+    let last = loop {
+        let bbs = sq
+            .shadow((at & mask) as usize)
+            .map_or(0, |e| u32::from(e.wqebbs()));
+        assert!(bbs != 0, "a WQE starts at {at}");
+        if at.wrapping_add(bbs) == pi {
+            break at as u16;
+        }
+        at = at.wrapping_add(bbs);
+    };
     q.retire(last, |_| {}).expect("retire");
 }
 

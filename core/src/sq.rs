@@ -1163,6 +1163,12 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
     }
 
     /// The shadow entry of ring slot `slot` (`None` past the ring).
+    ///
+    /// This queue's own posts write every slot of a WQE (the others with
+    /// size 0); a [`TxQueue`](mpw::TxQueue) writes a WQE's first slot only,
+    /// so a slot inside one of its WQEs may hold a stale entry of an
+    /// earlier ring pass: find its WQEs by walking from the consumer, WQE
+    /// by WQE ([`SqShadowEntry::wqebbs`]).
     pub fn shadow(&self, slot: usize) -> Option<&SqShadowEntry> {
         if slot < self.size.entries() as usize {
             self.shadow.get(slot)
@@ -1185,8 +1191,10 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             Some(e) => *e,
             None => return Err(RetireError::NotInFlight { wqe_counter }),
         };
-        // Every slot in flight was written by this pass's posts: a non-zero
-        // size marks a real WQE start (middles are written with 0).
+        // This queue's own posts write every slot in flight (middles with
+        // size 0), so a non-zero size marks a real WQE start. (A Tx queue,
+        // `mpw`, writes first slots only and checks its entries' tag on
+        // top: `TxQueue::retire`.)
         if entry.wqebbs() == 0
             || entry.index() != wqe_counter
             || dist + u32::from(entry.wqebbs()) > flight

@@ -12,10 +12,10 @@
 //! own, so this module adds no `unsafe` and no second copy of the doorbell
 //! code. It is a child module of `sq` for that reason only: it reads the
 //! send queue's private parts (ring, counters, shadow, doorbell) and uses
-//! [`SendQueue::retire`] for completion checking; it does not change `sq`'s
-//! own posting API. The staging area is the Tx queue's own: one largest
-//! WQE plus the slack that lets the burst path write fixed-size pieces
-//! without a bounds test.
+//! the send queue's completion checks ([`SendQueue::retire`]); it does not
+//! change `sq`'s own posting API. The staging area is the Tx queue's own:
+//! one largest WQE plus the slack that lets the burst path write
+//! fixed-size pieces without a bounds test.
 //!
 //! # Sessions
 //!
@@ -45,14 +45,20 @@
 //!
 //! # Completions
 //!
-//! The shadow entry of each WQE holds the packet counter at its end; a
-//! requester CQE names a WQE ([`TxQueue::retire`]), the send queue checks the
-//! counter against the shadow, and every packet up to that counter is
-//! returned by its id, oldest first. Which WQEs ask for a CQE is the
-//! [`CqePolicy`]: one per `n` sessions, or DPDK's rule (on the last WQE of a
-//! burst once enough packets or WQEBBs went unsignalled). Either way a CQE is
-//! forced once half the ring or half the id ring is unsignalled, so the
-//! queue always drains.
+//! Each WQE has one shadow entry, in the slot of its first WQEBB (as in
+//! rdma-core and DPDK: a CQE's `wqe_counter` names a WQE's first WQEBB);
+//! the slots of its other WQEBBs are not written and may hold what an
+//! earlier ring pass left there. The entry holds the packet counter at the
+//! WQE's end and a tag that gives back the full 32-bit counter it was
+//! written for (`tx_wr_id`). A requester CQE names a WQE
+//! ([`TxQueue::retire`]): the send queue checks the counter against the
+//! shadow (in flight, WQE index, size), the tag tells a stale entry from a
+//! WQE start in flight, and every packet up to the entry's counter is
+//! returned by its id, oldest first; a refused counter changes nothing.
+//! Which WQEs ask for a CQE is the [`CqePolicy`]: one per `n` sessions, or
+//! DPDK's rule (on the last WQE of a burst once enough packets or WQEBBs
+//! went unsignalled). Either way a CQE is forced once half the ring or half
+//! the id ring is unsignalled, so the queue always drains.
 //!
 //! # Ring writes and aborts
 //!
@@ -73,10 +79,11 @@
 //! tight loop (`burst.rs`): on an eMPW queue, packets with one segment and
 //! the session's offload values are appended with one test per limit and
 //! fixed-size copies, sessions built in the ring and closed and reopened
-//! inside the loop; on a one-WQE-per-packet queue, each plain frame's SEND
-//! WQE is built as eight words straight into the ring. Every other packet
-//! takes `push`. Both paths write the same bytes
-//! (`tests::burst_path_matches_push`).
+//! inside the loop (a run of 64-byte inline frames from a burst's start:
+//! one loop that opens, fills and closes its sessions); on a
+//! one-WQE-per-packet queue, each plain frame's SEND WQE is built as eight
+//! words straight into the ring. Every other packet takes `push`. Both
+//! paths write the same bytes (`tests::burst_path_matches_push`).
 //!
 //! Panic policy: nothing here panics on user data; refusals are [`TxError`].
 //!
@@ -752,22 +759,38 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     pub fn tx_burst(&mut self, pkts: &[Packet<'_>]) -> usize {
         let mut b = self.start();
         let n = b.push_burst(pkts);
-        b.complete();
+        b.publish();
         n
     }
 
     /// Retires the WQE a requester CQE names (its `wqe_counter`) and every
     /// one before it, calling `f` with the id of each packet they carried,
     /// oldest first; returns the number of packets.
+    ///
+    /// A `wqe_counter` that names no WQE start in flight is refused
+    /// ([`RetireError`]) and changes nothing. Only a WQE's first slot of
+    /// the shadow is written (`tx_shadow`): the other slots of a WQE in
+    /// flight may hold an entry an earlier ring pass left, whose 16-bit
+    /// index can even equal `wqe_counter` (after a multiple of 65536
+    /// WQEBBs). Such an entry is told apart by its tag (`tx_wr_id`):
+    /// the full 32-bit counter it was written for differs from the one
+    /// in flight by a non-zero multiple of the ring size (equal only
+    /// after 2^32 WQEBBs, the width of the queue's own counters).
     pub fn retire(&mut self, wqe_counter: u16, mut f: impl FnMut(u64)) -> Result<u32, RetireError> {
-        let r = self.sq.retire(wqe_counter)?;
-        // The shadow holds the packet counter at the WQE's end; it was
-        // written by us, but check it against the ids in flight anyway.
-        let end = r.wr_id as u32;
+        // The send queue's checks (in flight, index, size), changing
+        // nothing yet.
+        let (dist, entry) = self.sq.check_counter(wqe_counter)?;
+        if tx_wr_id_pi(entry.wr_id()) != self.sq.ci.wrapping_add(dist) {
+            return Err(RetireError::NotWqeStart { wqe_counter });
+        }
+        // The packet counter at the WQE's end: written by us, but check it
+        // against the ids in flight anyway.
+        let end = entry.wr_id() as u32;
         let n = in_flight(end, self.tail);
         if n > in_flight(self.done.head, self.tail) {
             return Err(RetireError::NotInFlight { wqe_counter });
         }
+        self.sq.retire(wqe_counter)?;
         let mask = self.ids.len() - 1;
         for i in 0..n {
             let slot = self.tail.wrapping_add(i) as usize & mask;
@@ -1016,32 +1039,9 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         let staged = st.get(..end).unwrap_or_default();
         let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged).unwrap_or_default();
         sq.ring.write_run(pi, blocks);
-        // Shadow: the packet counter at the WQE's end, for `retire`; the
-        // other WQEBBs of the WQE are marked as no WQE start.
-        let slot = sq.size.slot(pi);
-        let entries = sq.size.entries() as usize;
-        let rest = bbs as usize - 1;
-        match sq.shadow.get_mut(slot + 1..slot + 1 + rest) {
-            Some(run) if slot + 1 + rest <= entries => run.fill(SqShadowEntry::EMPTY),
-            _ => {
-                for i in 1..bbs {
-                    if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi.wrapping_add(i))) {
-                        *e = SqShadowEntry::EMPTY;
-                    }
-                }
-            }
-        }
-        if let Some(e) = sq.shadow.get_mut(slot) {
-            *e = SqShadowEntry::new(
-                u64::from(self.p.head),
-                wq_counter16(pi),
-                bbs as u8,
-                if signal {
-                    SHADOW_SIGNALED | SHADOW_CQE
-                } else {
-                    0
-                },
-            );
+        // Shadow: the WQE's entry in its first slot only ([`tx_shadow`]).
+        if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
+            *e = tx_shadow(pi, self.p.head, bbs, signal);
         }
         self.p.pi = pi.wrapping_add(bbs);
         *self.wqes += 1;
@@ -1076,18 +1076,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         } else {
             s.fm_unsignaled
         };
-        // The control segment as two words (`CtrlSeg`'s layout: the
-        // opcode word, the QPN/DS word, 3 zero bytes, `fm_ce_se`, `imm`).
-        let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
-        let mut ctrl = [0u8; SEND_WQE_DS];
-        let (op, rest) = ctrl.split_at_mut(4);
-        op.copy_from_slice(&(opcode | index).to_be_bytes());
-        if let Some(q) = rest.first_chunk_mut::<4>() {
-            *q = (sq.lim.qpn_ds_bits | (ds << ctrl_bits::DS_SHIFT)).to_be_bytes();
-        }
-        if let Some(b) = ctrl.get_mut(CTRL_FM_CE_SE) {
-            *b = fm_ce_se;
-        }
+        let ctrl = ctrl_seg(opcode, pi, sq.lim.qpn_ds_bits, ds, fm_ce_se);
         let end = bbs as usize * SEND_WQE_BB;
         if let Some(c) = w.first_chunk_mut::<SEND_WQE_DS>() {
             *c = ctrl;
@@ -1111,23 +1100,9 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         } else if let Some(c) = st.first_chunk_mut::<SEND_WQE_DS>() {
             *c = ctrl;
         }
-        // Shadow: as `finish` (the WQE does not wrap: neither does its run
-        // of entries).
-        let slot = sq.size.slot(pi);
-        if let Some(run) = sq.shadow.get_mut(slot + 1..slot + bbs as usize) {
-            run.fill(SqShadowEntry::EMPTY);
-        }
-        if let Some(e) = sq.shadow.get_mut(slot) {
-            *e = SqShadowEntry::new(
-                u64::from(p.head),
-                wq_counter16(pi),
-                bbs as u8,
-                if signal {
-                    SHADOW_SIGNALED | SHADOW_CQE
-                } else {
-                    0
-                },
-            );
+        // Shadow: as `finish`.
+        if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
+            *e = tx_shadow(pi, p.head, bbs, signal);
         }
         p.pi = pi.wrapping_add(bbs);
         *self.wqes += 1;
@@ -1137,6 +1112,89 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         }
         true
     }
+}
+
+/// The shadow entry of a Tx WQE (session or single-packet WQE) whose
+/// first WQEBB has the free-running counter `pi` and that ends at packet
+/// counter `head`, written into that WQEBB's slot only (rdma-core and
+/// DPDK record a WQE at its first WQEBB only; a CQE's `wqe_counter` names
+/// a first WQEBB). Its work request id is [`tx_wr_id`].
+#[inline(always)]
+fn tx_shadow(pi: u32, head: u32, bbs: u32, signal: bool) -> SqShadowEntry {
+    tx_entry(tx_wr_id(pi, head), pi, bbs, signal)
+}
+
+/// The work request id of a Tx WQE's shadow entry: the packet counter
+/// at the WQE's end (`head`, low 32 bits) and the tag `pi - head` (high 32
+/// bits), `pi` the free-running counter of the WQE's first WQEBB. The
+/// other slots of a WQE keep whatever entry an earlier ring pass left
+/// there; [`TxQueue::retire`] tells such a stale entry from a WQE start
+/// in flight by its tag, which gives back the counter it was written for
+/// (`tag + head`). (A difference rather than `pi` itself: in a run of
+/// one-WQEBB WQEs of one packet each, it is the same for every WQE.)
+#[inline(always)]
+fn tx_wr_id(pi: u32, head: u32) -> u64 {
+    (u64::from(pi.wrapping_sub(head)) << 32) | u64::from(head)
+}
+
+/// The WQEBB counter a Tx shadow entry's work request id ([`tx_wr_id`])
+/// was written for.
+#[inline(always)]
+fn tx_wr_id_pi(wr_id: u64) -> u32 {
+    ((wr_id >> 32) as u32).wrapping_add(wr_id as u32)
+}
+
+/// The shadow entry of a Tx WQE with work request id `wr_id`
+/// ([`tx_wr_id`]; see [`tx_shadow`]).
+#[inline(always)]
+fn tx_entry(wr_id: u64, pi: u32, bbs: u32, signal: bool) -> SqShadowEntry {
+    SqShadowEntry::new(
+        wr_id,
+        wq_counter16(pi),
+        bbs as u8,
+        if signal {
+            SHADOW_SIGNALED | SHADOW_CQE
+        } else {
+            0
+        },
+    )
+}
+
+/// The Ethernet segment of a session's title: the offload values every
+/// packet of the session shares, `mss` (legacy MPW: the packets' length;
+/// else 0), no inline header.
+#[inline(always)]
+fn session_eth(offload: &TxOffload, mss: u16) -> [u8; SEND_WQE_DS] {
+    let eth = EthSeg {
+        swp_outer_l4_offset: offload.swp_offsets[0],
+        swp_outer_l3_offset: offload.swp_offsets[1],
+        swp_inner_l4_offset: offload.swp_offsets[2],
+        swp_inner_l3_offset: offload.swp_offsets[3],
+        cs_flags: offload.cs_flags,
+        swp_flags: offload.swp_flags,
+        mss: Be16::new(mss),
+        flow_table_metadata: Be32::new(offload.metadata),
+        inline_hdr_sz: Be16::ZERO,
+        inline_hdr_start: [0; 2],
+    };
+    zerocopy::transmute!(eth)
+}
+
+/// The control segment of a WQE at producer counter `pi`: opcode and
+/// opmod `opcode` (the host-order `opmod_idx_opcode` of WQE index 0),
+/// `qpn_ds_bits` and `ds` DS, `fm_ce_se`; built as two 8-byte words
+/// (`CtrlSeg`'s layout: the opcode word, the QPN/DS word, 3 zero bytes,
+/// `fm_ce_se`, `imm` 0), so that it is two stores, not six.
+#[inline(always)]
+fn ctrl_seg(opcode: u32, pi: u32, qpn_ds_bits: u32, ds: u32, fm_ce_se: u8) -> [u8; SEND_WQE_DS] {
+    let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
+    // Byte `i` of the segment is byte `i % 8` of word `i / 8` taken
+    // little-endian (`to_le_bytes` below), whatever the host's order.
+    let op = u32::from_le_bytes((opcode | index).to_be_bytes());
+    let qpn_ds = u32::from_le_bytes((qpn_ds_bits | (ds << ctrl_bits::DS_SHIFT)).to_be_bytes());
+    let lo = u64::from(op) | (u64::from(qpn_ds) << 32);
+    let hi = u64::from(fm_ce_se) << ((CTRL_FM_CE_SE - 8) * 8);
+    (u128::from(lo) | (u128::from(hi) << 64)).to_le_bytes()
 }
 
 /// The longest frame a session inlines: [`TxConfig::inline_max`],
@@ -1319,24 +1377,14 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
             direct: false,
         };
         // Title: the Ethernet segment now (the control segment at close).
-        let mut eth = EthSeg {
-            swp_outer_l4_offset: p.offload.swp_offsets[0],
-            swp_outer_l3_offset: p.offload.swp_offsets[1],
-            swp_inner_l4_offset: p.offload.swp_offsets[2],
-            swp_inner_l3_offset: p.offload.swp_offsets[3],
-            cs_flags: p.offload.cs_flags,
-            swp_flags: p.offload.swp_flags,
-            mss: Be16::ZERO,
-            flow_table_metadata: Be32::new(p.offload.metadata),
-            inline_hdr_sz: Be16::ZERO,
-            inline_hdr_start: [0; 2],
-        };
-        if legacy {
-            // Legacy MPW: the common packet length in `mss` (DPDK
-            // `mlx5_tx_burst_empw_*`, "Store the packet length for legacy MPW").
-            eth.mss = Be16::new(len as u16);
-        }
-        put(&mut self.q.stage.0, SEND_WQE_DS, eth.as_bytes());
+        // Legacy MPW: the common packet length in `mss` (DPDK
+        // `mlx5_tx_burst_empw_*`, "Store the packet length for legacy MPW").
+        let mss = if legacy { len as u16 } else { 0 };
+        put(
+            &mut self.q.stage.0,
+            SEND_WQE_DS,
+            &session_eth(&p.offload, mss),
+        );
         self.open = Some(o);
         Ok(())
     }
@@ -1589,6 +1637,13 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     /// publishes the batch: one doorbell record write and one doorbell (or
     /// BlueFlame) write. Returns the number of WQEs published.
     pub fn complete(mut self) -> u32 {
+        self.publish()
+    }
+
+    /// [`TxBatch::complete`] in place (no move of the batch: what
+    /// [`TxQueue::tx_burst`] calls). The batch is done after it.
+    #[inline(always)]
+    fn publish(&mut self) -> u32 {
         self.close(CloseReason::Complete);
         let Some((last_pi, bbs, ds)) = self.last else {
             return 0;

@@ -6,7 +6,9 @@ use std::vec::Vec;
 
 use super::*;
 use crate::mmio::DeviceWord;
-use crate::sq::{DoorbellOnly, RawPacketQp, SqConfig, SqRawParts};
+use crate::sq::{
+    BlueFlameInline, BlueFlamePreferred, DoorbellOnly, RawPacketQp, SqConfig, SqRawParts,
+};
 
 const UAR: usize = 4096;
 const QPN: u32 = 0xd0e;
@@ -17,6 +19,8 @@ struct Mem {
     dbrec: *mut [u32; 2],
     uar: *mut [u64; UAR / 8],
     wqe_cnt: usize,
+    /// BlueFlame halves of this many bytes (0: none).
+    bf_buf_size: u32,
 }
 
 impl Mem {
@@ -26,7 +30,14 @@ impl Mem {
             dbrec: Box::into_raw(Box::new([0xa5a5_a5a5; 2])),
             uar: Box::into_raw(Box::new([0x3c3c_3c3c_3c3c_3c3c; UAR / 8])),
             wqe_cnt,
+            bf_buf_size: 0,
         }
+    }
+    /// With two 256-byte BlueFlame halves at the start of the UAR.
+    fn with_bf(wqe_cnt: usize) -> Self {
+        let mut mem = Mem::new(wqe_cnt);
+        mem.bf_buf_size = 256;
+        mem
     }
     fn read(p: *const u8, len: usize) -> Vec<u8> {
         let mut v = vec![0u8; len];
@@ -45,6 +56,10 @@ impl Mem {
     fn db(&self) -> Vec<u8> {
         Self::read(self.uar.cast::<u8>(), 8)
     }
+    /// The doorbell register and both BlueFlame halves.
+    fn bf(&self) -> Vec<u8> {
+        Self::read(self.uar.cast::<u8>(), 512)
+    }
     fn raw(&self) -> SqRawParts<'_> {
         // SAFETY: the SQ word of the doorbell record is a live, aligned
         // u32 that only the queue writes while it lives.
@@ -54,7 +69,7 @@ impl Mem {
             wqe_cnt: self.wqe_cnt as u32,
             dbrec,
             bf_reg: NonNull::new(self.uar.cast::<u8>()).expect("uar"),
-            bf_buf_size: 0,
+            bf_buf_size: self.bf_buf_size,
         }
     }
 }
@@ -96,6 +111,16 @@ fn sq<'a>(
     start_pi: u32,
     min_inline: u8,
 ) -> SendQueue<'a, DoorbellOnly, RawPacketQp> {
+    sq_as(mem, shadow, staging, start_pi, min_inline)
+}
+
+fn sq_as<'a, P: DoorbellPolicy>(
+    mem: &'a Mem,
+    shadow: &'a mut [SqShadowEntry],
+    staging: &'a mut [Wqebb],
+    start_pi: u32,
+    min_inline: u8,
+) -> SendQueue<'a, P, RawPacketQp> {
     let mut c = SqConfig::new(QpType::RawPacket, QPN, 256, 4);
     c.start_pi = start_pi;
     c.eth_min_inline = min_inline;
@@ -559,6 +584,51 @@ fn cqe_every_n_sessions_and_burst_end() {
 }
 
 #[test]
+fn retire_refuses_a_stale_entry_in_the_middle_of_a_wqe() {
+    // Only a WQE's first shadow slot is written: the others keep what an
+    // earlier ring pass left there, which `retire` must not take for a
+    // WQE start.
+    let f = frame(64, 3);
+    let pkts: Vec<_> = (0..12).map(|i| Packet::frame(i, LKEY, &f)).collect();
+
+    // A real stale entry: counter 0 starts a WQE in the first pass and
+    // is the middle of a session (slot 0 again, counter 16) in the next.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
+    assert_eq!(q.tx_burst(&pkts[..3]), 3, "2 + 3 × 5 DS: 5 WQEBBs");
+    assert_eq!(q.retire(0, |_| {}), Ok(3));
+    assert_eq!(q.tx_burst(&pkts), 12, "62 DS: WQEBBs 5..21, across the end");
+    assert_eq!(q.send_queue().producer(), 21);
+    assert_ne!(q.send_queue().shadow(0).map(|e| e.wqebbs()), Some(0));
+    assert_eq!(
+        q.retire(16, |_| panic!("nothing retired")),
+        Err(RetireError::NotWqeStart { wqe_counter: 16 })
+    );
+    assert_eq!((q.send_queue().consumer(), q.packets_in_flight()), (5, 12));
+    let mut got = Vec::new();
+    assert_eq!(q.retire(5, |id| got.push(id)), Ok(12));
+    assert_eq!(got, (0..12).collect::<Vec<_>>());
+
+    // A stale entry whose 16-bit index equals the counter in flight (it
+    // was written 65536 WQEBBs earlier) and whose packet counter is in
+    // flight: only its tag, the full counter, tells it apart.
+    let mem = Mem::new(256);
+    let mut lent = Lent::new(256);
+    lent.shadow[1] = tx_shadow(1u32.wrapping_sub(1 << 16), 5, 1, false);
+    assert_eq!(lent.shadow[1].index(), 1);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::new());
+    assert_eq!(q.tx_burst(&pkts), 12);
+    assert_eq!(q.send_queue().producer(), 16);
+    assert_eq!(
+        q.retire(1, |_| panic!("nothing retired")),
+        Err(RetireError::NotWqeStart { wqe_counter: 1 })
+    );
+    assert_eq!((q.send_queue().consumer(), q.packets_in_flight()), (0, 12));
+    assert_eq!(q.retire(0, |_| {}), Ok(12));
+}
+
+#[test]
 fn queue_full_stops_the_burst_and_one_doorbell_per_burst() {
     let mem = Mem::new(8);
     let mut lent = Lent::new(8);
@@ -719,8 +789,8 @@ fn uniform_burst<'d>(
 }
 
 /// Everything the device or a caller can see of a queue.
-fn observe<M: TxMode>(
-    q: &Q<'_, M>,
+fn observe<P: DoorbellPolicy, M: TxMode>(
+    q: &TxQueue<'_, P, RawPacketQp, M>,
     mem: &Mem,
 ) -> (Vec<u8>, u32, Vec<u8>, TxStats, u32, u32, Vec<SqShadowEntry>) {
     let sq = q.send_queue();
@@ -730,7 +800,7 @@ fn observe<M: TxMode>(
     (
         mem.ring(),
         mem.dbrec(),
-        mem.db(),
+        mem.bf(),
         *q.stats(),
         sq.producer(),
         q.packets_in_flight(),
@@ -753,6 +823,19 @@ fn burst_path_matches_push() {
     }
 }
 
+/// [`burst_path_matches_push`] on queues that ring with BlueFlame (the
+/// last WQE copied from the staging area into the BlueFlame halves,
+/// compared too).
+#[test]
+fn burst_path_matches_push_blueflame() {
+    let cases = if cfg!(miri) { 2 } else { 200 };
+    for case in 0..cases {
+        compare_paths_with::<Empw, BlueFlamePreferred>(case, None);
+        compare_paths_with::<SingleWqe, BlueFlamePreferred>(case, None);
+        compare_paths_with::<LegacyMpw, BlueFlameInline>(case, None);
+    }
+}
+
 /// [`burst_path_matches_push`] with the burst side's queue given the AVX2
 /// proof (its 64-byte frames copied with AVX2), where the CPU has AVX2.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -765,6 +848,7 @@ fn burst_path_matches_push_avx2() {
     for case in 0..cases {
         compare_paths_as::<Empw>(case, avx2_proof());
         compare_paths_as::<LegacyMpw>(case, avx2_proof());
+        compare_paths_with::<Empw, BlueFlamePreferred>(case, avx2_proof());
     }
 }
 
@@ -790,6 +874,12 @@ fn compare_paths<M: TxMode>(case: u64) {
 /// [`burst_path_matches_push`]'s case `case`; with `avx2`, the burst side
 /// uses it (else the queues' default).
 fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
+    compare_paths_with::<M, DoorbellOnly>(case, avx2);
+}
+
+/// [`compare_paths_as`] on queues of doorbell policy `P` (with BlueFlame
+/// halves if `P` uses BlueFlame).
+fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
     let more = [Sge::new(LKEY, 0x9000, 30)];
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
     let wqe_cnt = rng.pick(&[16usize, 64, 256]);
@@ -816,7 +906,11 @@ fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
     };
     let start_pi = rng.pick(&[0, wqe_cnt as u32 - 3, 0xffff_fff0, 0x1_0000 - 5]);
     let min_inline = rng.pick(&[0u8, 18]);
-    let (mem_a, mem_b) = (Mem::new(wqe_cnt), Mem::new(wqe_cnt));
+    let (mem_a, mem_b) = if P::BLUEFLAME {
+        (Mem::with_bf(wqe_cnt), Mem::with_bf(wqe_cnt))
+    } else {
+        (Mem::new(wqe_cnt), Mem::new(wqe_cnt))
+    };
     let mut lent_a = Lent::new(wqe_cnt);
     let mut lent_b = Lent::new(wqe_cnt);
     lent_a.ids.truncate(ids_len);
@@ -826,8 +920,12 @@ fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
         staging,
         ids,
     } = &mut lent_a;
-    let mut a: Q<'_, M> =
-        TxQueue::new(sq(&mem_a, shadow, staging, start_pi, min_inline), ids, cfg).expect("a");
+    let mut a: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
+        sq_as(&mem_a, shadow, staging, start_pi, min_inline),
+        ids,
+        cfg,
+    )
+    .expect("a");
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if avx2.is_some() {
         a.set_avx2(avx2);
@@ -839,8 +937,12 @@ fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
         staging,
         ids,
     } = &mut lent_b;
-    let mut b: Q<'_, M> =
-        TxQueue::new(sq(&mem_b, shadow, staging, start_pi, min_inline), ids, cfg).expect("b");
+    let mut b: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
+        sq_as(&mem_b, shadow, staging, start_pi, min_inline),
+        ids,
+        cfg,
+    )
+    .expect("b");
     for burst in 0..12u64 {
         let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
         // One burst in three is uniform, as a benchmark's: frames of one
@@ -882,13 +984,16 @@ fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
         assert!(observe(&a, &mem_a) == observe(&b, &mem_b), "{what}");
         // Retire up to a random WQE in flight, on both.
         let sq = a.send_queue();
-        let starts: Vec<u32> = (0..sq.outstanding())
-            .map(|d| sq.consumer().wrapping_add(d))
-            .filter(|&c| {
-                sq.shadow((c & (sq.wqe_cnt() - 1)) as usize)
-                    .is_some_and(|e| e.wqebbs() != 0)
-            })
-            .collect();
+        // The WQE starts in flight: walked from the consumer (only a
+        // WQE's first slot has its entry).
+        let mut starts: Vec<u32> = Vec::new();
+        let mut c = sq.consumer();
+        while c != sq.producer() {
+            starts.push(c);
+            let e = sq.shadow((c & (sq.wqe_cnt() - 1)) as usize).expect("slot");
+            assert!(e.wqebbs() != 0, "{what}: a WQE starts at {c}");
+            c = c.wrapping_add(u32::from(e.wqebbs()));
+        }
         if !starts.is_empty() && rng.below(3) != 0 {
             let c = rng.pick(&starts) as u16;
             let (mut ga, mut gb) = (Vec::new(), Vec::new());
