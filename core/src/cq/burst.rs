@@ -29,7 +29,12 @@
 //! registers and written straight into eight (enhanced: seven) summaries
 //! by a [`SummaryWriter`] (per mini or pair of minis one byte shuffle, an
 //! add or two, a store), a basic array's slot and holes invalidated in one
-//! unrolled pass. Everything else (a basic array `out` has no room for,
+//! unrolled pass. With a vector writer ([`SummaryWriter::RUNS`]) the whole
+//! arrays of a session up to the ring's end are one run
+//! ([`SummaryWriter::write_arrays`]: a pointer walk, no index masking, the
+//! writer's constants and running counter in registers across the arrays;
+//! the array whose holes wrap the ring goes alone). Everything else (a
+//! basic array `out` has no room for,
 //! other work queues, striding RQs, error titles) goes through the
 //! session's [`super::MiniBatch`] as the general poller decodes it.
 //!
@@ -37,7 +42,10 @@
 //! bytes for a group at a time, one barrier per group, each entry copied
 //! whole and decoded from the copy; a run of compressed CQEs of one title
 //! in a tight loop (`Cq::enhanced_blocks`: index and running counter in
-//! registers, the next block's validity byte read once, one barrier). A
+//! registers, the next block's validity byte read once, one barrier), its
+//! full blocks (seven minis) up to the ring's end, with a vector writer,
+//! one run ([`SummaryWriter::write_blocks`]: per block the validity byte,
+//! the barrier, one copy, seven summaries; a pointer walk). A
 //! block that straddles the end of `out` is written whole into the CQ's
 //! carry buffer: the minis that fit are handed out, the rest at the start
 //! of the next call. The consumer index stays on the block until its last
@@ -602,7 +610,16 @@ impl Cq {
             // Minis decode against the latest title: commit it first.
             if let Some(t) = title.take() {
                 self.commit_title(t);
-                plan = None;
+                // A plan depends on the title's opcode only (the CQ's mini
+                // format given) but for the title's `sop_drop_qpn`: kept
+                // from one title to the next of the same opcode.
+                let title = &self.cur.cqe;
+                match &mut plan {
+                    Some(Some(b)) if b.plan.opcode == title.op_own.into_bits() >> 4 => {
+                        b.unzip.title_sop_drop_qpn = title.sop_drop_qpn.into_bits().get();
+                    }
+                    _ => plan = None,
+                }
             }
             if op_own & FORMAT_MASK == FORMAT_COMPRESSED {
                 let count = zip::enhanced_count(cqe.op_own) as usize;
@@ -616,17 +633,16 @@ impl Cq {
                         Some(b) => b,
                         None => {
                             let title = &self.cur.cqe;
-                            let b = view.and_then(|view| {
-                                let unzip = Unzip::new(title, view);
-                                let plan = Fused::new(unzip, title.op_own.opcode())?;
-                                Some((unzip, plan))
-                            });
-                            let b = match b {
-                                Some((unzip, plan)) => Some(BlockPlan {
-                                    unzip,
-                                    plan,
-                                    p: d.prepare(plan),
-                                }),
+                            let unzip = view.map(|view| Unzip::new(title, view));
+                            let b = match unzip {
+                                Some(unzip) => match Fused::new(unzip, title.op_own.opcode()) {
+                                    Some(plan) => Some(BlockPlan {
+                                        unzip,
+                                        plan,
+                                        p: d.prepare(plan),
+                                    }),
+                                    None => None,
+                                },
                                 None => None,
                             };
                             plan = Some(b);
@@ -714,46 +730,64 @@ impl Cq {
         let mut running = self.running;
         let mut owned = owned.max(1);
         let next = loop {
-            let op_own = copy.to_cqe().op_own;
-            let count = zip::enhanced_count(op_own);
-            if op_own.into_bits() & FORMAT_MASK != FORMAT_COMPRESSED
-                || count as usize > ENHANCED_MAX_MINIS
-            {
-                break Some(copy);
-            }
-            if let Some(dst) = out
-                .get_mut(n..)
-                .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>())
-            {
-                d.write(&b.p, copy, running, dst);
-            } else {
-                // Fewer than seven places: the whole block into the carry
-                // buffer, as many minis as fit handed out.
-                d.write(&b.p, copy, running, &mut self.carry.sums);
-                let take = (count as usize).min(max - n);
-                copy_few(&mut out[n..n + take], &self.carry.sums);
-                if take < count as usize {
-                    // The rest next call: the consumer index stays on the
-                    // block until its last mini is handed out.
-                    self.carry.block = copy.to_cqe();
-                    self.carry.running = running;
-                    self.session = Some(Session {
-                        base: ci,
-                        count,
-                        next: take as u32,
-                        unzip: b.unzip,
-                        fused: None,
-                        carried: true,
-                    });
-                    self.ci = ci;
-                    self.running = plan.end_running(running, count);
-                    return (max, None);
+            if D::RUNS && zip::is_full_block(copy) && max - n >= ENHANCED_MAX_MINIS {
+                // A run of full blocks up to the ring's end: a pointer walk,
+                // the writer's state in registers.
+                let blocks = ring.blocks(ci, size.iteration(ci));
+                let (k, pending) = d.write_blocks(&b.p, plan, blocks, copy, running, &mut out[n..]);
+                let minis = k * ENHANCED_MAX_MINIS;
+                running = plan.end_running(running, minis as u32);
+                ci = ci.wrapping_add(minis as u32);
+                n += minis;
+                owned = owned.saturating_sub(minis);
+                if let Some(c) = pending {
+                    // Owned (read before a barrier), not a full block.
+                    copy = c;
+                    owned = owned.max(1);
+                    continue;
                 }
+            } else {
+                let op_own = copy.to_cqe().op_own;
+                let count = zip::enhanced_count(op_own);
+                if op_own.into_bits() & FORMAT_MASK != FORMAT_COMPRESSED
+                    || count as usize > ENHANCED_MAX_MINIS
+                {
+                    break Some(copy);
+                }
+                if let Some(dst) = out
+                    .get_mut(n..)
+                    .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>())
+                {
+                    d.write(&b.p, copy, running, dst);
+                } else {
+                    // Fewer than seven places: the whole block into the
+                    // carry buffer, as many minis as fit handed out.
+                    d.write(&b.p, copy, running, &mut self.carry.sums);
+                    let take = (count as usize).min(max - n);
+                    copy_few(&mut out[n..n + take], &self.carry.sums);
+                    if take < count as usize {
+                        // The rest next call: the consumer index stays on
+                        // the block until its last mini is handed out.
+                        self.carry.block = copy.to_cqe();
+                        self.carry.running = running;
+                        self.session = Some(Session {
+                            base: ci,
+                            count,
+                            next: take as u32,
+                            unzip: b.unzip,
+                            fused: None,
+                            carried: true,
+                        });
+                        self.ci = ci;
+                        self.running = plan.end_running(running, count);
+                        return (max, None);
+                    }
+                }
+                running = plan.end_running(running, count);
+                ci = ci.wrapping_add(count);
+                n += count as usize;
+                owned = owned.saturating_sub(count as usize);
             }
-            running = plan.end_running(running, count);
-            ci = ci.wrapping_add(count);
-            n += count as usize;
-            owned = owned.saturating_sub(count as usize);
             if n >= max {
                 break None;
             }
@@ -929,16 +963,21 @@ impl Cq {
         // Whole arrays: array `k` at slot offset `8k`, covering 8 slots.
         let room = out.len() - n;
         let whole = ((s.count - s.next) / A).min((room / MINI_CQE_ARRAY_SIZE) as u32);
-        let region = &mut out[n..n + (whole * A) as usize];
-        for dst in region.chunks_exact_mut(MINI_CQE_ARRAY_SIZE) {
-            let Ok(dst) = <&mut [CompletionSummary; MINI_CQE_ARRAY_SIZE]>::try_from(dst) else {
-                break;
-            };
-            let index = s.base.wrapping_add(s.next);
-            running = write_array::<S, D>(ring, d, &p, plan, index, A, A, dst, running);
-            s.next += A;
+        if D::RUNS && whole > 0 {
+            (running, n) =
+                self.whole_arrays::<S, D>(ring, d, &p, plan, &mut s, whole, running, out, n);
+        } else {
+            let region = &mut out[n..n + (whole * A) as usize];
+            for dst in region.chunks_exact_mut(MINI_CQE_ARRAY_SIZE) {
+                let Ok(dst) = <&mut [CompletionSummary; MINI_CQE_ARRAY_SIZE]>::try_from(dst) else {
+                    break;
+                };
+                let index = s.base.wrapping_add(s.next);
+                running = write_array::<S, D>(ring, d, &p, plan, index, A, A, dst, running);
+                s.next += A;
+            }
+            n += (whole * A) as usize;
         }
-        n += (whole * A) as usize;
         // The session's last, partial array, if there is room for eight.
         let left = s.count - s.next;
         if left > 0 && left < A {
@@ -960,6 +999,68 @@ impl Cq {
             self.session = Some(s);
         }
         n
+    }
+
+    /// [`Self::session_arrays`]' whole arrays with a run writer
+    /// ([`SummaryWriter::RUNS`]): `whole` (at least one) arrays of the
+    /// session `s` from its next mini on, into `out` from `n`. Returns the
+    /// running counter after them and the new count.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the array loop's state, all in registers"
+    )]
+    #[inline(always)]
+    fn whole_arrays<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        p: &D::Prepared,
+        plan: Fused,
+        s: &mut Session,
+        whole: u32,
+        mut running: u16,
+        out: &mut [CompletionSummary],
+        n: usize,
+    ) -> (u16, usize) {
+        const A: u32 = MINI_CQE_ARRAY_SIZE as u32;
+        // Up to the ring's end: a pointer walk, no index masking.
+        let index = s.base.wrapping_add(s.next);
+        let mut k = d.write_arrays(
+            p,
+            plan,
+            ring.arrays(index, whole as usize),
+            running,
+            &mut out[n..],
+        );
+        running = plan.end_running(running, k as u32 * A);
+        if k < whole as usize {
+            // The array whose holes wrap the ring (if the run stopped short
+            // of it), then the arrays from the ring's start.
+            let index = s.base.wrapping_add(s.next + k as u32 * A);
+            if ring.arrays(index, 1).len() == 0 {
+                if let Some(dst) = out
+                    .get_mut(n + k * MINI_CQE_ARRAY_SIZE..)
+                    .and_then(|o| o.first_chunk_mut::<MINI_CQE_ARRAY_SIZE>())
+                {
+                    running = write_array::<S, D>(ring, d, p, plan, index, A, A, dst, running);
+                    k += 1;
+                }
+            }
+            let index = s.base.wrapping_add(s.next + k as u32 * A);
+            let rest = ring.arrays(index, (whole as usize).saturating_sub(k));
+            let j = d.write_arrays(
+                p,
+                plan,
+                rest,
+                running,
+                out.get_mut(n + k * MINI_CQE_ARRAY_SIZE..)
+                    .unwrap_or_default(),
+            );
+            running = plan.end_running(running, j as u32 * A);
+            k += j;
+        }
+        s.next += k as u32 * A;
+        (running, n + k * MINI_CQE_ARRAY_SIZE)
     }
 
     /// Hands out minis of the open session through its [`MiniBatch`], up

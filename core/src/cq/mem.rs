@@ -11,6 +11,7 @@
 use super::CompletionSummary;
 use crate::prm::{
     Be32, CqArmWord, Cqe64, MiniCqeArray, SopDropQpn, SrqnUidx, CQE_INVALIDATE, CQ_CI_MASK,
+    ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
 };
 use core::ptr::NonNull;
 
@@ -296,6 +297,156 @@ impl<const S: usize> SizedRing<S> {
             self.ring
                 .write_op_own_range(index, 0, count as u32 - 1, CQE_INVALIDATE);
         }
+    }
+}
+
+/// `len` consecutive whole mini arrays of a basic session (from
+/// [`SizedRing::arrays`]): array `i`'s slot is the CQE proper at `first +
+/// i * 8 * S`, followed by its seven holes, and none of the `8 * len` slots
+/// wraps the ring. The burst poller's array loop walks them with a
+/// pointer, no index masking.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ArrayRun<const S: usize> {
+    /// The CQE proper of the first array's slot.
+    first: *mut u8,
+    len: usize,
+}
+
+impl<const S: usize> SizedRing<S> {
+    /// The whole mini arrays (each eight slots: the array's slot and the
+    /// seven holes after it) from consumer index `index`, at most `count`,
+    /// up to the ring's end: empty if the first one wraps.
+    #[inline(always)]
+    pub(crate) fn arrays(&self, index: u32, count: usize) -> ArrayRun<S> {
+        let slot = (index & self.ring.mask) as usize;
+        let room = (self.ring.mask as usize + 1 - slot) / MINI_CQE_ARRAY_SIZE;
+        ArrayRun {
+            first: self.entry(index).cqe,
+            len: count.min(room),
+        }
+    }
+}
+
+impl<const S: usize> ArrayRun<S> {
+    /// How many arrays.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Array `i`'s slot copied out once ([`CqRing::copy_out`]); `None`
+    /// past the run.
+    #[inline(always)]
+    pub(crate) fn copy(&self, i: usize) -> Option<CqeCopy> {
+        if i >= self.len {
+            return None;
+        }
+        let src = self
+            .first
+            .wrapping_add(i * MINI_CQE_ARRAY_SIZE * S)
+            .cast::<Chunk>();
+        // SAFETY: `i < len`: the array's slot is in bounds (`arrays` clamps
+        // the run to the ring's end) and its CQE proper is `Chunk`-aligned
+        // (as in `copy_cqe_to`); any bits are a valid `Chunk`.
+        Some(CqeCopy(core::array::from_fn(|j| unsafe {
+            src.add(j).read_volatile()
+        })))
+    }
+
+    /// Invalidates array `i`'s slot and its seven holes (as
+    /// [`SizedRing::invalidate_array`]: eight constant-offset stores); no
+    /// effect past the run.
+    #[inline(always)]
+    pub(crate) fn invalidate(&self, i: usize) {
+        if i >= self.len {
+            return;
+        }
+        let p = self
+            .first
+            .wrapping_add(i * MINI_CQE_ARRAY_SIZE * S + OP_OWN);
+        for j in 0..MINI_CQE_ARRAY_SIZE {
+            // SAFETY: the eight slots of array `i < len` lie before the
+            // ring's end (`arrays`), so the `op_own` byte of slot `j < 8`
+            // after the array's is in bounds and valid for writes; the
+            // device does not write consumed slots (as in
+            // `write_op_own_range`).
+            unsafe { p.add(j * S).write_volatile(CQE_INVALIDATE) }
+        }
+    }
+}
+
+/// Enhanced layout: the entries at consumer indexes `ci`, `ci + 7`, `ci +
+/// 14`… up to the ring's end (from [`SizedRing::blocks`]): where a run of
+/// full compressed CQEs (seven minis each, PRM-FACTS §10.5) has its
+/// entries, all of one pass (one validity iteration count, `vic`). The
+/// burst poller's block loop walks them with a pointer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockRun<const S: usize> {
+    /// The CQE proper of entry `ci`.
+    first: *mut u8,
+    /// Slots after `ci`'s before the ring's end: entry `k` is in the run
+    /// iff `7k <= last`.
+    last: usize,
+    /// The validity iteration count of this pass.
+    vic: u8,
+}
+
+/// The entry step of a [`BlockRun`]: a full enhanced compressed CQE's
+/// minis.
+const BLOCK_STEP: usize = ENHANCED_MAX_MINIS;
+
+impl<const S: usize> SizedRing<S> {
+    /// The entries `ci + 7k` before the ring's end ([`BlockRun`]), owned
+    /// when their validity byte is `vic` (the iteration count of `ci`'s
+    /// pass, the same for all of them).
+    #[inline(always)]
+    pub(crate) fn blocks(&self, ci: u32, vic: u8) -> BlockRun<S> {
+        let slot = (ci & self.ring.mask) as usize;
+        BlockRun {
+            first: self.entry(ci).cqe,
+            last: self.ring.mask as usize - slot,
+            vic,
+        }
+    }
+}
+
+impl<const S: usize> BlockRun<S> {
+    /// How many entries of the run have the summaries of their seven
+    /// minis fit in `room` places (one division).
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_feature = "sse2")),
+        expect(dead_code, reason = "only the AVX2 block writer bounds its run ahead")
+    )]
+    #[inline(always)]
+    pub(crate) fn fitting(&self, room: usize) -> usize {
+        // min(last / 7 + 1, room / 7), as one quotient.
+        (self.last + BLOCK_STEP).min(room) / BLOCK_STEP
+    }
+
+    /// Entry `k` (consumer index `ci + 7k`), if inside the run and owned:
+    /// its validity byte read once (volatile); if it is the pass's
+    /// (PRM-FACTS §9.2), the from-device barrier, then the entry copied
+    /// out once ([`CqRing::copy_out`]).
+    #[inline(always)]
+    pub(crate) fn read(&self, k: usize) -> Option<CqeCopy> {
+        if k * BLOCK_STEP > self.last {
+            return None;
+        }
+        let cqe = self.first.wrapping_add(k * BLOCK_STEP * S);
+        // SAFETY: `7k <= last`: slot `ci + 7k` is in bounds (at most the
+        // ring's last); u8 has no alignment need.
+        if unsafe { cqe.add(VALIDITY).read_volatile() } != self.vic {
+            return None;
+        }
+        // The copy below reads the body the validity byte just published:
+        // not before it (PRM-FACTS §9.2, §10.5).
+        crate::barrier::from_device();
+        let src = cqe.cast::<Chunk>();
+        // SAFETY: as in `copy_cqe_to`: the 64 bytes of an in-bounds CQE,
+        // `Chunk`-aligned; any bits are a valid `Chunk`.
+        Some(CqeCopy(core::array::from_fn(|i| unsafe {
+            src.add(i).read_volatile()
+        })))
     }
 }
 

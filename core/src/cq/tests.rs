@@ -1255,13 +1255,21 @@ fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) ->
     // on (the opcode) or one it must not (counter, QPN, byte count), so a
     // cached plan reused across a field it depends on shows.
     let mut chain = (rng.below(4) == 0).then_some(None::<Cqe64>);
+    // A quarter of the enhanced streams are mostly full compressed CQEs
+    // (seven minis), back to back: the burst poller's block runs, up to the
+    // ring's end and up to the stream's end (the next entry not owned).
+    let full_blocks = enhanced && rng.below(4) == 0;
     let end = ci0 + entries;
     let mut ci = ci0;
     while ci < end {
         let left = end - ci;
         let pick = rng.below(4);
         if enhanced && (have_title || rng.below(64) == 0) && pick != 0 {
-            let n = 1 + rng.below(u64::from(left.min(7))) as usize;
+            let n = if full_blocks && left >= 7 && rng.below(8) != 0 {
+                7
+            } else {
+                1 + rng.below(u64::from(left.min(7))) as usize
+            };
             let minis = zip::prop::minis(rng, n);
             put(slot(ci), &enhanced_block(&minis, vic(ci)));
             ci += n as u32;

@@ -38,11 +38,11 @@
 //!   from byte 0 and stands for N consumer indices.
 #![forbid(unsafe_code)]
 
-use super::mem::{store_summary, CqeCopy, SizedRing};
+use super::mem::{store_summary, ArrayRun, BlockRun, CqeCopy, SizedRing};
 use super::{CompletionSummary, Cq, Origin, PollError, WorkQueues};
 use crate::prm::{
     Be16, Be32, Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt,
-    OpOwn, SopDropQpn, WcStatus, MINI_CQE_ARRAY_SIZE,
+    OpOwn, SopDropQpn, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
 };
 
 /// The CQ's compression layout (`cqe_comp_layout`).
@@ -210,6 +210,15 @@ pub(crate) struct Session {
     /// `next`; its [`MiniBatch`] is not decoded yet (the general poller
     /// decodes it from the carried copy before its next mini).
     pub(crate) carried: bool,
+}
+
+/// Whether `copy` is a full enhanced compressed CQE: format compressed,
+/// seven minis (PRM-FACTS §10.5: `num_and_type` bits 7–4 = N − 1, bits
+/// 3–2 = 3; bits 1–0 not used).
+#[inline(always)]
+pub(crate) fn is_full_block(copy: CqeCopy) -> bool {
+    const FULL: u8 = ((ENHANCED_MAX_MINIS as u8 - 1) << 4) | 0x0f;
+    copy.to_cqe().op_own.into_bits() | 0x03 == FULL
 }
 
 /// The number of minis an enhanced compressed CQE declares.
@@ -739,6 +748,13 @@ pub(crate) trait SummaryWriter: Copy {
     /// registers across its arrays.
     type Prepared: Copy;
 
+    /// Whether the burst poller hands this writer whole runs of mini
+    /// arrays and full compressed CQEs ([`Self::write_arrays`],
+    /// [`Self::write_blocks`]: a pointer walk, running state in registers)
+    /// rather than one at a time ([`Self::write`]). The vector writers do;
+    /// for the scalar one a run's set-up costs about what it saves.
+    const RUNS: bool = true;
+
     /// The constants of `plan`.
     fn prepare(self, plan: Fused) -> Self::Prepared;
 
@@ -754,6 +770,81 @@ pub(crate) trait SummaryWriter: Copy {
         running: u16,
         out: &mut [CompletionSummary; L],
     );
+
+    /// Writes the whole mini arrays of `arrays` (eight minis each, the
+    /// running counter `running` before the first) into `out`, eight
+    /// summaries per array, while `out` has room for eight: each array
+    /// copied once, written, then its slot and holes invalidated. Returns
+    /// the number of arrays written. The same summaries as [`Self::write`]
+    /// array by array; a writer may keep its running state in registers
+    /// across the arrays.
+    #[inline(always)]
+    fn write_arrays<const S: usize>(
+        self,
+        p: &Self::Prepared,
+        plan: Fused,
+        arrays: ArrayRun<S>,
+        running: u16,
+        out: &mut [CompletionSummary],
+    ) -> usize {
+        let mut running = running;
+        let mut done = 0;
+        for (i, dst) in out
+            .chunks_exact_mut(MINI_CQE_ARRAY_SIZE)
+            .take(arrays.len())
+            .enumerate()
+        {
+            let (Ok(dst), Some(copy)) = (dst.try_into(), arrays.copy(i)) else {
+                break;
+            };
+            self.write::<MINI_CQE_ARRAY_SIZE>(p, copy, running, dst);
+            arrays.invalidate(i);
+            running = plan.end_running(running, MINI_CQE_ARRAY_SIZE as u32);
+            done = i + 1;
+        }
+        done
+    }
+
+    /// Enhanced layout: writes full compressed CQEs (seven minis each) of
+    /// one title, seven summaries each, into `out` while it has room for
+    /// seven: `first` (the copy of `blocks`' entry 0, owned, a full block),
+    /// then each next entry of `blocks` while it is owned and, copied, a
+    /// full block too ([`is_full_block`]). `running` is the running counter
+    /// before `first`'s lane 0. Returns the number of blocks written and
+    /// the copy of the entry after them if it was read (owned) but is not
+    /// a full block. The same summaries as [`Self::write`] block by block.
+    #[inline(always)]
+    fn write_blocks<const S: usize>(
+        self,
+        p: &Self::Prepared,
+        plan: Fused,
+        blocks: BlockRun<S>,
+        first: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Option<CqeCopy>) {
+        const B: usize = ENHANCED_MAX_MINIS;
+        let room = out.len() / B;
+        let mut running = running;
+        let mut copy = first;
+        let mut done = 0;
+        for (k, dst) in out.chunks_exact_mut(B).enumerate() {
+            let Ok(dst) = dst.try_into() else {
+                break;
+            };
+            self.write::<B>(p, copy, running, dst);
+            running = plan.end_running(running, B as u32);
+            done = k + 1;
+            if done == room {
+                break;
+            }
+            match blocks.read(done) {
+                Some(next) if is_full_block(next) => copy = next,
+                next => return (done, next),
+            }
+        }
+        (done, None)
+    }
 
     /// `cq.burst_loop` with this writer, out of line (compiled with the
     /// writer's target feature, so that its writes inline).
@@ -772,6 +863,8 @@ pub(crate) struct ScalarWriter;
 
 impl SummaryWriter for ScalarWriter {
     type Prepared = Fused;
+
+    const RUNS: bool = false;
 
     #[inline(always)]
     fn prepare(self, plan: Fused) -> Fused {

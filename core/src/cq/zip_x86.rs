@@ -21,14 +21,14 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
-use super::mem::{CqeCopy, SizedRing};
+use super::mem::{ArrayRun, BlockRun, CqeCopy, SizedRing};
 use super::zip::{
-    Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip, FLOW_TAG_BITS,
-    SHAPE_MASKS, SOP_MASK,
+    is_full_block, Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip,
+    FLOW_TAG_BITS, SHAPE_MASKS, SOP_MASK,
 };
 use super::OP_RESP_SEND_INV;
 use super::{CompletionSummary, Cq, PollError, WorkQueues};
-use crate::prm::{MiniCqe, MINI_CQE_ARRAY_SIZE};
+use crate::prm::{MiniCqe, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
     _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_load_si256, _mm256_loadu_si256,
@@ -349,6 +349,10 @@ pub(crate) fn summaries_sse2(
 // Whole mini arrays straight into summaries (`SummaryWriter`), and the burst
 // poller instantiated inside functions compiled for the feature, so that
 // the writers inline into its loops (one dispatch per `poll_burst` call).
+// The AVX2 writer also takes whole runs (of a basic session's arrays, of
+// full enhanced compressed CQEs) with each pair's constant part and running
+// counter in a register across the run; the SSSE3 one takes runs array by
+// array (the trait's default).
 
 /// The SSSE3 [`SummaryWriter`] (the [`Sse41`] token: SSE4.1 implies SSSE3).
 #[derive(Clone, Copy, Debug)]
@@ -456,6 +460,33 @@ impl SummaryWriter for Avx2Writer {
     }
 
     #[inline(always)]
+    fn write_arrays<const S: usize>(
+        self,
+        p: &Avx2Prepared,
+        _plan: Fused,
+        arrays: ArrayRun<S>,
+        running: u16,
+        out: &mut [CompletionSummary],
+    ) -> usize {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { write_arrays_avx2::<S>(p, arrays, running, out) }
+    }
+
+    #[inline(always)]
+    fn write_blocks<const S: usize>(
+        self,
+        p: &Avx2Prepared,
+        _plan: Fused,
+        blocks: BlockRun<S>,
+        first: CqeCopy,
+        running: u16,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Option<CqeCopy>) {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { write_blocks_avx2::<S>(p, blocks, first, running, out) }
+    }
+
+    #[inline(always)]
     fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
@@ -554,7 +585,7 @@ impl Avx2Prepared {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn new(plan: Fused) -> Self {
-        let c = &AVX2_PLANS[plan_index(plan) % AVX2_PLANS.len()];
+        let c = &AVX2_PLANS[plan_index(plan).min(AVX2_PLANS.len() - 1)];
         let at = |v: &[i32; 8]| v.as_ptr().cast::<__m256i>();
         // SAFETY: AVX2 is available (caller contract). Loads: 32-byte
         // aligned 32-byte fields of a static row.
@@ -612,6 +643,165 @@ unsafe fn write_avx2<const L: usize>(
             } else {
                 _mm_storeu_si128(dst.add(2 * j), _mm256_castsi256_si128(s));
             }
+        }
+    }
+}
+
+/// [`SummaryWriter::write_arrays`] with 256-bit vectors: [`write_avx2`]
+/// array after array, with each pair's constant part and running counter
+/// (the sum `write_avx2` forms per array) kept in a register and advanced
+/// by eight lanes per array (running shape; zero otherwise): per pair one
+/// broadcast, one `vpshufb`, one add, one store, one add for the next
+/// array.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn write_arrays_avx2<const S: usize>(
+    p: &Avx2Prepared,
+    arrays: ArrayRun<S>,
+    running: u16,
+    out: &mut [CompletionSummary],
+) -> usize {
+    // SAFETY: AVX2 is enabled for this function and available (caller
+    // contract). Stores: array `i` writes its chunk `dst` of eight
+    // summaries (128 bytes) in four 32-byte stores; every byte pattern is
+    // a valid summary (as in `write_sse41`).
+    unsafe {
+        // The counter's step per array: eight lanes, in its word only.
+        let step = _mm256_and_si256(_mm256_set1_epi16(MINI_CQE_ARRAY_SIZE as i16), p.run);
+        let mut acc = accumulators(p, running);
+        let mut done = 0;
+        for (i, dst) in out
+            .chunks_exact_mut(MINI_CQE_ARRAY_SIZE)
+            .take(arrays.len())
+            .enumerate()
+        {
+            let Some(copy) = arrays.copy(i) else {
+                break;
+            };
+            let d = dst.as_mut_ptr().cast::<__m256i>();
+            for (j, a) in acc.iter_mut().enumerate() {
+                let pair = _mm256_broadcastsi128_si256(copy.0[j]);
+                let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *a);
+                _mm256_storeu_si256(d.add(j), s);
+                *a = _mm256_add_epi16(*a, step);
+            }
+            arrays.invalidate(i);
+            done = i + 1;
+        }
+        done
+    }
+}
+
+/// The four per-pair accumulators of [`write_arrays_avx2`] and
+/// [`write_blocks_avx2`]: each pair's constant part plus the running
+/// counter before the first array.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
+    // SAFETY: AVX2 is available (caller contract); register operations
+    // only.
+    unsafe {
+        let run = _mm256_and_si256(_mm256_set1_epi16(running as i16), p.run);
+        [
+            _mm256_add_epi16(p.lanes[0], run),
+            _mm256_add_epi16(p.lanes[1], run),
+            _mm256_add_epi16(p.lanes[2], run),
+            _mm256_add_epi16(p.lanes[3], run),
+        ]
+    }
+}
+
+/// [`SummaryWriter::write_blocks`] with 256-bit vectors: [`write_avx2`]
+/// of seven lanes block after block, the accumulators of
+/// [`write_arrays_avx2`] advanced by seven lanes per block.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn write_blocks_avx2<const S: usize>(
+    p: &Avx2Prepared,
+    blocks: BlockRun<S>,
+    first: CqeCopy,
+    running: u16,
+    out: &mut [CompletionSummary],
+) -> (usize, Option<CqeCopy>) {
+    const B: usize = ENHANCED_MAX_MINIS;
+    // SAFETY: AVX2 is enabled for this function and available (caller
+    // contract). Each block writes seven summaries inside `out` (checked
+    // below: `write_block_avx2`'s contract).
+    unsafe {
+        let step = _mm256_and_si256(_mm256_set1_epi16(B as i16), p.run);
+        let mut acc = accumulators(p, running);
+        let Some(dst) = out.first_chunk_mut::<B>() else {
+            return (0, None);
+        };
+        write_block_avx2(p, &mut acc, step, first, dst.as_mut_ptr());
+        // Block 1 before the run's bounds are worked out (a lone full
+        // block, as in sessions of eight, stops here).
+        if out.len() < 2 * B {
+            return (1, None);
+        }
+        let next = match blocks.read(1) {
+            Some(next) if is_full_block(next) => next,
+            next => return (1, next),
+        };
+        let limit = blocks.fitting(out.len());
+        // `limit * 7 <= out.len()`: block `k < limit` writes the seven
+        // summaries at `base + 7k`.
+        let Some(out) = out.get_mut(..limit * B).filter(|_| limit >= 2) else {
+            return (1, None);
+        };
+        let base = out.as_mut_ptr();
+        write_block_avx2(p, &mut acc, step, next, base.add(B));
+        // Each next block written right after its copy.
+        let mut k = 2;
+        while k < limit {
+            match blocks.read(k) {
+                Some(next) if is_full_block(next) => {
+                    write_block_avx2(p, &mut acc, step, next, base.add(k * B));
+                }
+                next => return (k, next),
+            }
+            k += 1;
+        }
+        (limit, None)
+    }
+}
+
+/// One block of [`write_blocks_avx2`]: the seven summaries of `copy`
+/// into `dst` (112 bytes: three 32-byte stores, one 16-byte store), the
+/// accumulators advanced by `step`.
+///
+/// # Safety
+/// The CPU must support AVX2; `dst` must be valid for writes of seven
+/// summaries.
+#[inline(always)]
+unsafe fn write_block_avx2(
+    p: &Avx2Prepared,
+    acc: &mut [__m256i; 4],
+    step: __m256i,
+    copy: CqeCopy,
+    dst: *mut CompletionSummary,
+) {
+    let d = dst.cast::<__m256i>();
+    // SAFETY: AVX2 is available and `dst` valid for writes of seven
+    // summaries (caller contract). Stores: pairs 0–2 write `dst[0..6]` (3 ×
+    // 32 bytes), pair 3's low half `dst[6]` (16 bytes); every byte pattern
+    // is a valid summary (as in `write_sse41`).
+    unsafe {
+        for (j, a) in acc.iter_mut().enumerate() {
+            let pair = _mm256_broadcastsi128_si256(copy.0[j]);
+            let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *a);
+            if j < 3 {
+                _mm256_storeu_si256(d.add(j), s);
+            } else {
+                _mm_storeu_si128(d.add(j).cast::<__m128i>(), _mm256_castsi256_si128(s));
+            }
+            *a = _mm256_add_epi16(*a, step);
         }
     }
 }
