@@ -44,8 +44,12 @@
 //! in a tight loop (`Cq::enhanced_blocks`: index and running counter in
 //! registers, the next block's validity byte read once, one barrier), its
 //! full blocks (seven minis) up to the ring's end, with a vector writer,
-//! one run ([`SummaryWriter::write_blocks`]: per block the validity byte,
-//! the barrier, one copy, seven summaries; a pointer walk). A
+//! one run ([`SummaryWriter::write_blocks`]: a pointer walk; each entry's
+//! validity byte and `num_and_type` read together by one 16-bit load, so
+//! that "owned, a full block" is one test before the barrier; AVX2 entry
+//! by entry, one barrier per block (a compiler fence on x86-64); the other
+//! writers the ownership bytes of all the blocks with room first, one
+//! barrier, then one copy and seven summaries per block). A
 //! block that straddles the end of `out` is written whole into the CQ's
 //! carry buffer: the minis that fit are handed out, the rest at the start
 //! of the next call. The consumer index stays on the block until its last
@@ -54,8 +58,11 @@
 //! `start_poll` on a carried block decode it from its kept copy.
 //!
 //! STYLE point 8 holds per entry: its ownership byte is read once before
-//! the barrier, the bytes it is decoded from copied once after it, and only
-//! the copy is decoded.
+//! the barrier (in a block run, with `num_and_type`, as the basic layout's
+//! owner bit comes with the opcode and format), the bytes it is decoded
+//! from copied once after it, and only the copy is decoded (a block run's
+//! minis; whether the entry is a full block was read with its validity
+//! byte).
 //!
 //! The result is the general poller's, completion for completion: same
 //! summaries, consumer index, invalidated slots, doorbell-record writes,
@@ -762,7 +769,9 @@ impl Cq {
                 } else {
                     // Fewer than seven places: the whole block into the
                     // carry buffer, as many minis as fit handed out.
-                    d.write(&b.p, copy, running, &mut self.carry.sums);
+                    if let Some(sums) = self.carry.sums.first_chunk_mut::<ENHANCED_MAX_MINIS>() {
+                        d.write(&b.p, copy, running, sums);
+                    }
                     let take = (count as usize).min(max - n);
                     copy_few(&mut out[n..n + take], &self.carry.sums);
                     if take < count as usize {
@@ -818,7 +827,15 @@ impl Cq {
         let i = s.next as usize;
         let take = (s.count as usize).saturating_sub(i).min(out.len());
         if let Some(src) = self.carry.sums.get(i..) {
-            copy_few(&mut out[..take], src);
+            match (
+                out.first_chunk_mut::<ENHANCED_MAX_MINIS>(),
+                src.first_chunk::<ENHANCED_MAX_MINIS>(),
+            ) {
+                // Room for seven (the usual case): one fixed-size copy;
+                // places past `take` may be overwritten.
+                (Some(dst), Some(src)) => *dst = *src,
+                _ => copy_few(&mut out[..take], src),
+            }
         }
         s.next += take as u32;
         if s.next >= s.count {

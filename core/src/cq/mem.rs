@@ -395,6 +395,26 @@ pub(crate) struct BlockRun<const S: usize> {
 /// minis.
 const BLOCK_STEP: usize = ENHANCED_MAX_MINIS;
 
+/// Bytes 62–63 of a CQE read as one little-endian `u16`: the validity byte
+/// low, `num_and_type` (`op_own`) high. A full block's `num_and_type` (N −
+/// 1 = 6, format 3; PRM-FACTS §10.5), before the pass's validity byte is
+/// or-ed in.
+const FULL_HEAD: u16 = (((ENHANCED_MAX_MINIS as u16 - 1) << 4) | 0x0c) << 8;
+/// The bits of [`FULL_HEAD`] compared: all but `num_and_type` bits 1–0
+/// (not used in this layout).
+const HEAD_MASK: u16 = 0xfcff;
+
+/// An entry of a [`BlockRun`] by its ownership bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Head {
+    /// Owned, a full compressed CQE.
+    Full,
+    /// Owned, anything else.
+    Other,
+    /// Not owned.
+    NotOwned,
+}
+
 impl<const S: usize> SizedRing<S> {
     /// The entries `ci + 7k` before the ring's end ([`BlockRun`]), owned
     /// when their validity byte is `vic` (the iteration count of `ci`'s
@@ -411,43 +431,196 @@ impl<const S: usize> SizedRing<S> {
 }
 
 impl<const S: usize> BlockRun<S> {
-    /// How many entries of the run have the summaries of their seven
-    /// minis fit in `room` places (one division).
+    /// The run's first entries whose seven minis' summaries fit in `room`
+    /// places ([`FitBlocks`], one division).
     #[cfg_attr(
         not(all(target_arch = "x86_64", target_feature = "sse2")),
         expect(dead_code, reason = "only the AVX2 block writer bounds its run ahead")
     )]
     #[inline(always)]
-    pub(crate) fn fitting(&self, room: usize) -> usize {
-        // min(last / 7 + 1, room / 7), as one quotient.
-        (self.last + BLOCK_STEP).min(room) / BLOCK_STEP
+    pub(crate) fn fit(self, room: usize) -> FitBlocks<S> {
+        FitBlocks {
+            // min(last / 7 + 1, room / 7), as one quotient: `7 * (len - 1)
+            // <= last`.
+            len: (self.last + BLOCK_STEP).min(room) / BLOCK_STEP,
+            run: self,
+        }
     }
 
-    /// Entry `k` (consumer index `ci + 7k`), if inside the run and owned:
-    /// its validity byte read once (volatile); if it is the pass's
-    /// (PRM-FACTS §9.2), the from-device barrier, then the entry copied
-    /// out once ([`CqRing::copy_out`]).
+    /// Entry `k` (consumer index `ci + 7k`), if inside the run and owned
+    /// ([`Self::read_in`]).
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_feature = "sse2")),
+        expect(dead_code, reason = "only the AVX2 block writer reads entry by entry")
+    )]
     #[inline(always)]
-    pub(crate) fn read(&self, k: usize) -> Option<CqeCopy> {
+    pub(crate) fn read_block(&self, k: usize) -> Option<Block> {
         if k * BLOCK_STEP > self.last {
             return None;
         }
-        let cqe = self.first.wrapping_add(k * BLOCK_STEP * S);
-        // SAFETY: `7k <= last`: slot `ci + 7k` is in bounds (at most the
-        // ring's last); u8 has no alignment need.
-        if unsafe { cqe.add(VALIDITY).read_volatile() } != self.vic {
+        // SAFETY: `7k <= last`, just checked.
+        unsafe { self.read_in(k) }
+    }
+
+    /// Step 1 for the entries `from..to` (those in the run): each one's
+    /// validity byte and `num_and_type` read once, together (as in
+    /// [`Self::read_in`]), in order, while they are owned full blocks.
+    /// Returns how many were and whether the entry that ended the scan
+    /// (inside `from..to` and the run) is owned, not a full block. The
+    /// caller issues the from-device barrier before copying any of them
+    /// ([`Self::copy`]).
+    #[inline(always)]
+    pub(crate) fn scan_heads(&self, from: usize, to: usize) -> (usize, bool) {
+        let mut k = from;
+        while k < to && k * BLOCK_STEP <= self.last {
+            // SAFETY: `7k <= last`, just checked.
+            match unsafe { self.head(k) } {
+                Head::Full => k += 1,
+                Head::Other => return (k - from, true),
+                Head::NotOwned => break,
+            }
+        }
+        (k.saturating_sub(from), false)
+    }
+
+    /// Entry `k` copied out once, if in the run. The caller read its
+    /// ownership bytes ([`Self::scan_heads`]: owned) and then issued the
+    /// from-device barrier.
+    #[inline(always)]
+    pub(crate) fn copy(&self, k: usize) -> Option<CqeCopy> {
+        if k * BLOCK_STEP > self.last {
             return None;
         }
-        // The copy below reads the body the validity byte just published:
-        // not before it (PRM-FACTS §9.2, §10.5).
-        crate::barrier::from_device();
-        let src = cqe.cast::<Chunk>();
-        // SAFETY: as in `copy_cqe_to`: the 64 bytes of an in-bounds CQE,
-        // `Chunk`-aligned; any bits are a valid `Chunk`.
-        Some(CqeCopy(core::array::from_fn(|i| unsafe {
-            src.add(i).read_volatile()
-        })))
+        // SAFETY: `7k <= last`: an in-bounds entry of a ring aligned to
+        // `RING_ALIGN`.
+        Some(unsafe { copy_at(self.first.wrapping_add(k * BLOCK_STEP * S)) })
     }
+
+    /// The class of entry `k` by its validity byte and `num_and_type`, read
+    /// once together (one aligned 16-bit volatile load).
+    ///
+    /// # Safety
+    /// `7k <= self.last` (the entry lies before the ring's end).
+    #[inline(always)]
+    unsafe fn head(&self, k: usize) -> Head {
+        let cqe = self.first.wrapping_add(k * BLOCK_STEP * S);
+        // SAFETY: `7k <= last` (caller contract): slot `ci + 7k` is in
+        // bounds; bytes 62–63 of a CQE of a ring aligned to `RING_ALIGN`
+        // are 2-byte aligned.
+        let head = unsafe { cqe.add(VALIDITY).cast::<u16>().read_volatile() };
+        let diff = u16::from_le(head) ^ (FULL_HEAD | u16::from(self.vic));
+        if diff & HEAD_MASK == 0 {
+            Head::Full
+        } else if diff as u8 == 0 {
+            Head::Other
+        } else {
+            Head::NotOwned
+        }
+    }
+
+    /// Entry `k` if owned (PRM-FACTS §9.2), its class decided before the
+    /// barrier: the validity byte and `num_and_type` (`op_own`, byte 63:
+    /// PRM-FACTS §10.5) read together, once, by one aligned 16-bit
+    /// volatile load (single-copy atomic), as the basic layout reads its
+    /// owner bit with the opcode and format. Not owned: `None`,
+    /// nothing else read; owned: the from-device barrier, then the entry
+    /// copied out once, a full block (seven minis) or not by the bytes read
+    /// before the barrier.
+    ///
+    /// # Safety
+    /// `7k <= self.last` (the entry lies before the ring's end).
+    #[inline(always)]
+    unsafe fn read_in(&self, k: usize) -> Option<Block> {
+        let cqe = self.first.wrapping_add(k * BLOCK_STEP * S);
+        // SAFETY: `7k <= last` (caller contract): slot `ci + 7k` is in
+        // bounds (at most the ring's last); bytes 62–63 of a CQE of a ring
+        // aligned to `RING_ALIGN` are 2-byte aligned.
+        let head = unsafe { cqe.add(VALIDITY).cast::<u16>().read_volatile() };
+        // Zero where the bytes are a full block's of this pass: the usual
+        // entry by one test.
+        let diff = u16::from_le(head) ^ (FULL_HEAD | u16::from(self.vic));
+        let full = diff & HEAD_MASK == 0;
+        if full {
+            // The copy reads the body the validity byte just published:
+            // not before it (PRM-FACTS §9.2, §10.5).
+            crate::barrier::from_device();
+            // SAFETY: `cqe` is in bounds (caller contract).
+            let copy = unsafe { copy_at(cqe) };
+            return Some(Block { copy, full });
+        }
+        if diff as u8 != 0 {
+            return None;
+        }
+        // The copy reads the body the validity byte just published: not
+        // before it (PRM-FACTS §9.2, §10.5).
+        crate::barrier::from_device();
+        // SAFETY: as above.
+        let copy = unsafe { copy_at(cqe) };
+        Some(Block { copy, full })
+    }
+}
+
+/// The 64-byte CQE proper at `cqe` copied out once (as
+/// [`CqRing::copy_out`]). The caller read its ownership byte and issued
+/// the from-device barrier.
+///
+/// # Safety
+/// `cqe` is the CQE proper of an in-bounds entry of a ring aligned to
+/// [`RING_ALIGN`].
+#[inline(always)]
+unsafe fn copy_at(cqe: *mut u8) -> CqeCopy {
+    let src = cqe.cast::<Chunk>();
+    // SAFETY: the 64 bytes of an in-bounds CQE (caller contract),
+    // `Chunk`-aligned; any bits are a valid `Chunk`.
+    CqeCopy(core::array::from_fn(|i| unsafe {
+        src.add(i).read_volatile()
+    }))
+}
+
+/// The first `len` entries of a [`BlockRun`] ([`BlockRun::fit`]): a loop
+/// over `k < len()` needs no other bound ([`Self::read_block`] tests the
+/// same `len`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FitBlocks<const S: usize> {
+    run: BlockRun<S>,
+    /// Entries: `7 * (len - 1) <= run.last`.
+    len: usize,
+}
+
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_feature = "sse2")),
+    expect(dead_code, reason = "only the AVX2 block writer bounds its run ahead")
+)]
+impl<const S: usize> FitBlocks<S> {
+    /// Entries in the run.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Entry `k`, if `k < len()` and owned ([`BlockRun::read_block`]).
+    #[inline(always)]
+    pub(crate) fn read_block(&self, k: usize) -> Option<Block> {
+        if k >= self.len {
+            return None;
+        }
+        // SAFETY: `k < len`, so `7k <= 7 * (len - 1) <= run.last`.
+        unsafe { self.run.read_in(k) }
+    }
+}
+
+/// An owned entry of a [`BlockRun`], copied by [`BlockRun::read_block`].
+#[cfg_attr(
+    not(all(target_arch = "x86_64", target_feature = "sse2")),
+    expect(dead_code, reason = "only the AVX2 block writer reads entry by entry")
+)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Block {
+    /// The entry, copied out once.
+    pub(crate) copy: CqeCopy,
+    /// Whether it is a full compressed CQE (seven minis), by the bytes
+    /// read before the barrier.
+    pub(crate) full: bool,
 }
 
 /// The address of one CQE of a [`CqRing`] (from [`CqRing::entry`]): in

@@ -416,8 +416,10 @@ pub struct Cq {
 /// the doorbell record never covers a completion not handed out.
 #[derive(Clone, Copy, Debug, Default)]
 struct Carry {
-    /// The summaries of its minis, lane by lane.
-    sums: [CompletionSummary; ENHANCED_MAX_MINIS],
+    /// The summaries of its minis, lane by lane, then room for six more
+    /// (never read as minis): the rest of a block, from any lane, is then
+    /// one fixed-size copy of seven.
+    sums: [CompletionSummary; 2 * ENHANCED_MAX_MINIS - 1],
     /// Its copy (taken once, after its validity byte and the barrier), for
     /// the general poller's [`MiniBatch`].
     block: Cqe64,

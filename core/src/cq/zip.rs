@@ -808,11 +808,14 @@ pub(crate) trait SummaryWriter: Copy {
     /// Enhanced layout: writes full compressed CQEs (seven minis each) of
     /// one title, seven summaries each, into `out` while it has room for
     /// seven: `first` (the copy of `blocks`' entry 0, owned, a full block),
-    /// then each next entry of `blocks` while it is owned and, copied, a
-    /// full block too ([`is_full_block`]). `running` is the running counter
-    /// before `first`'s lane 0. Returns the number of blocks written and
-    /// the copy of the entry after them if it was read (owned) but is not
-    /// a full block. The same summaries as [`Self::write`] block by block.
+    /// then the next entries of `blocks` while they are owned full blocks.
+    /// Their ownership bytes are read first, one per entry, up to the room
+    /// left ([`BlockRun::scan_heads`]), then one from-device barrier for
+    /// them all, then each is copied once and written. `running` is the
+    /// running counter before `first`'s lane 0. Returns the number of
+    /// blocks written and the copy of the entry after them if it is owned
+    /// but not a full block. The same summaries as [`Self::write`] block by
+    /// block.
     #[inline(always)]
     fn write_blocks<const S: usize>(
         self,
@@ -824,26 +827,37 @@ pub(crate) trait SummaryWriter: Copy {
         out: &mut [CompletionSummary],
     ) -> (usize, Option<CqeCopy>) {
         const B: usize = ENHANCED_MAX_MINIS;
-        let room = out.len() / B;
-        let mut running = running;
-        let mut copy = first;
-        let mut done = 0;
-        for (k, dst) in out.chunks_exact_mut(B).enumerate() {
-            let Ok(dst) = dst.try_into() else {
+        let mut dsts = out.chunks_exact_mut(B);
+        let Some(Ok(dst)) = dsts.next().map(<&mut [_; B]>::try_from) else {
+            return (0, None);
+        };
+        self.write::<B>(p, first, running, dst);
+        let mut running = plan.end_running(running, B as u32);
+        // Step 1: the ownership bytes of the entries with room after it.
+        let (full, other) = blocks.scan_heads(1, out.len() / B);
+        if full == 0 && !other {
+            return (1, None);
+        }
+        // Step 2: every copy below reads a body whose ownership bytes were
+        // read above (PRM-FACTS §9.2, §10.5).
+        crate::barrier::from_device();
+        // Step 3: each full block copied once, written.
+        let mut done = 1;
+        for dst in out.chunks_exact_mut(B).skip(1).take(full) {
+            let (Ok(dst), Some(copy)) = (<&mut [_; B]>::try_from(dst), blocks.copy(done)) else {
                 break;
             };
             self.write::<B>(p, copy, running, dst);
             running = plan.end_running(running, B as u32);
-            done = k + 1;
-            if done == room {
-                break;
-            }
-            match blocks.read(done) {
-                Some(next) if is_full_block(next) => copy = next,
-                next => return (done, next),
-            }
+            done += 1;
         }
-        (done, None)
+        // The entry that ended the group, owned: copied once.
+        let next = if other && done == 1 + full {
+            blocks.copy(done)
+        } else {
+            None
+        };
+        (done, next)
     }
 
     /// `cq.burst_loop` with this writer, out of line (compiled with the

@@ -21,10 +21,10 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
-use super::mem::{ArrayRun, BlockRun, CqeCopy, SizedRing};
+use super::mem::{ArrayRun, Block, BlockRun, CqeCopy, SizedRing};
 use super::zip::{
-    is_full_block, Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip,
-    FLOW_TAG_BITS, SHAPE_MASKS, SOP_MASK,
+    Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip, FLOW_TAG_BITS,
+    SHAPE_MASKS, SOP_MASK,
 };
 use super::OP_RESP_SEND_INV;
 use super::{CompletionSummary, Cq, PollError, WorkQueues};
@@ -717,7 +717,12 @@ unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
 
 /// [`SummaryWriter::write_blocks`] with 256-bit vectors: [`write_avx2`]
 /// of seven lanes block after block, the accumulators of
-/// [`write_arrays_avx2`] advanced by seven lanes per block.
+/// [`write_arrays_avx2`] advanced by seven lanes per block. Entry by entry
+/// ([`super::mem::FitBlocks::read_block`]: the validity byte and `num_and_type` read
+/// together, one test for "owned full block", the from-device barrier, one
+/// copy): on x86-64 the barrier is a compiler fence, so a separate pass
+/// over the ownership bytes (as [`SummaryWriter::write_blocks`] makes for
+/// the real barrier of aarch64) would only add a loop.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -745,13 +750,15 @@ unsafe fn write_blocks_avx2<const S: usize>(
         if out.len() < 2 * B {
             return (1, None);
         }
-        let next = match blocks.read(1) {
-            Some(next) if is_full_block(next) => next,
-            next => return (1, next),
+        let next = match blocks.read_block(1) {
+            Some(Block { copy, full: true }) => copy,
+            next => return (1, next.map(|b| b.copy)),
         };
-        let limit = blocks.fitting(out.len());
-        // `limit * 7 <= out.len()`: block `k < limit` writes the seven
-        // summaries at `base + 7k`.
+        // The run bounded by room: `limit * 7 <= out.len()`, block `k <
+        // limit` writes the seven summaries at `base + 7k` (and `read(k)`
+        // tests the same bound as the loop).
+        let blocks = blocks.fit(out.len());
+        let limit = blocks.len();
         let Some(out) = out.get_mut(..limit * B).filter(|_| limit >= 2) else {
             return (1, None);
         };
@@ -760,11 +767,11 @@ unsafe fn write_blocks_avx2<const S: usize>(
         // Each next block written right after its copy.
         let mut k = 2;
         while k < limit {
-            match blocks.read(k) {
-                Some(next) if is_full_block(next) => {
-                    write_block_avx2(p, &mut acc, step, next, base.add(k * B));
+            match blocks.read_block(k) {
+                Some(Block { copy, full: true }) => {
+                    write_block_avx2(p, &mut acc, step, copy, base.add(k * B));
                 }
-                next => return (k, next),
+                next => return (k, next.map(|b| b.copy)),
             }
             k += 1;
         }
