@@ -23,13 +23,16 @@ fn burst_short(n: usize) -> ! {
 ///
 /// Counted: `tx_burst` whole. Per packet: the counted loop (shape, kind
 /// and length tests, the descriptor written straight into the ring, the id
-/// into the id ring). Per session: how many packets fit, closing it
-/// (control segment and padding in place, its one shadow entry, the CQE
-/// decision) and opening the next one in the ring (a session that would
-/// cross the ring end is built in the staging area and copied). Per
-/// burst: opening the first session, `TxBatch::complete` (the producer update,
-/// the doorbell record store, two `sfence` and the 8-byte doorbell store
-/// to ordinary memory), this loop and the test of its result. Not
+/// into the id ring). Per session: opening it in the ring (a session that
+/// would cross the ring end is built in the staging area and copied), how
+/// many packets fit, the call of the counted loop, closing it (control
+/// segment and padding in place, its one shadow entry, the CQE decision;
+/// the burst's last session too, for `Complete`, as `tx_burst` completes
+/// the batch right after). Per burst: entering the burst path (the run's
+/// first packet tested, its title built), `TxBatch::complete` (the
+/// producer update, the doorbell record store, two `sfence` and the
+/// 8-byte doorbell store to ordinary memory), this loop and the test of
+/// its result. Not
 /// counted: building the packets (once, by the scenario) and retiring (in
 /// [`crate::Scenario::prepare`]). The queue has the AVX2 proof when the
 /// CPU has AVX2 (`leak_queue`, after `is_x86_feature_detected!`): the

@@ -79,8 +79,10 @@
 //! tight loop (`burst.rs`): on an eMPW queue, packets with one segment and
 //! the session's offload values are appended with one test per limit and
 //! fixed-size copies, sessions built in the ring and closed and reopened
-//! inside the loop (a run of 64-byte inline frames from a burst's start:
-//! one loop that opens, fills and closes its sessions); on a
+//! inside the loop (a run of 64-byte inline frames, or of pointers on a
+//! queue that never inlines, with no session open: one loop that opens,
+//! fills and closes its sessions, the burst's last one too under
+//! `tx_burst`); on a
 //! one-WQE-per-packet queue, each plain frame's SEND WQE is built as eight
 //! words straight into the ring. Every other packet takes `push`. Both
 //! paths write the same bytes (`tests::burst_path_matches_push`).
@@ -419,23 +421,40 @@ impl Default for TxOffload {
 }
 
 /// One packet of a burst.
+///
+/// `repr(C)`, in this order, for the burst path's shape test
+/// (`burst::common`, which reads the fields as values, never the struct
+/// as bytes): `offload` at an 8-byte boundary (its metadata and parser
+/// offsets one aligned 8-byte load), then `tso_mss` and `vlan_tci`'s tag
+/// side by side (no TSO and no VLAN insertion: one 4-byte load that is
+/// 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub struct Packet<'d> {
-    /// Returned by [`TxQueue::retire`] once the device is done with it.
-    pub id: u64,
     /// The frame, or its first segment.
     pub buf: PacketBuf<'d>,
     /// Further segments (a multi-segment packet never joins a session).
     pub more: &'d [Sge],
+    /// Returned by [`TxQueue::retire`] once the device is done with it.
+    pub id: u64,
     /// Checksum, software-parser and metadata values.
     pub offload: TxOffload,
-    /// Insert this VLAN tag (TCI).
-    pub vlan_tci: Option<u16>,
     /// TSO: the MSS (0: no TSO).
     pub tso_mss: u16,
+    /// Insert this VLAN tag (TCI).
+    pub vlan_tci: Option<u16>,
     /// TSO: bytes of L2–L4 header at the start of the frame.
     pub tso_hdr_len: u16,
 }
+
+// The layout the shape test counts on (`burst::common`; a layout that
+// broke it would cost instructions, not correctness).
+const _: () = {
+    use core::mem::offset_of;
+    #[cfg(target_pointer_width = "64")]
+    assert!(offset_of!(Packet<'_>, offload) % 8 == 0);
+    assert!(offset_of!(Packet<'_>, vlan_tci) == offset_of!(Packet<'_>, tso_mss) + 2);
+};
 
 impl<'d> Packet<'d> {
     /// A one-segment frame at its own address in the region of `lkey`.
@@ -636,6 +655,9 @@ pub struct TxQueue<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs; 0 for
     /// [`CqePolicy::BurstEnd`].
     every: u32,
+    /// The burst path's constants of a session with the whole room, per
+    /// kind of run, from `cfg` (`burst::FreshRuns`).
+    fresh: burst::FreshRuns,
     /// The WQE being built.
     stage: Stage,
     _mode: PhantomData<M>,
@@ -680,6 +702,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             drain_wqebbs,
             drain_pkts,
             every: every_of(cfg.cqe),
+            fresh: burst::FreshRuns::of(&cfg, max_packets_of(M::KIND, &cfg)),
             stage: Stage([0; STAGE_BYTES]),
             _mode: PhantomData,
         })
@@ -758,7 +781,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// returns how many were queued (DPDK `rte_eth_tx_burst`).
     pub fn tx_burst(&mut self, pkts: &[Packet<'_>]) -> usize {
         let mut b = self.start();
-        let n = b.push_burst(pkts);
+        let n = b.push_burst_as::<true>(pkts);
         b.publish();
         n
     }
@@ -1101,7 +1124,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
             *c = ctrl;
         }
         // Shadow: as `finish`.
-        if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
+        if let Some(e) = sq.shadow.get_mut((pi & sq.mask) as usize) {
             *e = tx_shadow(pi, p.head, bbs, signal);
         }
         p.pi = pi.wrapping_add(bbs);
@@ -1197,6 +1220,18 @@ fn ctrl_seg(opcode: u32, pi: u32, qpn_ds_bits: u32, ds: u32, fm_ce_se: u8) -> [u
     (u128::from(lo) | (u128::from(hi) << 64)).to_le_bytes()
 }
 
+/// The largest number of packets in one session of a `kind` queue
+/// ([`TxConfig::max_packets`]; legacy MPW: at most
+/// [`mpw::MPW_MAX_PACKETS`]).
+#[inline(always)]
+const fn max_packets_of(kind: TxKind, cfg: &TxConfig) -> u32 {
+    let m = cfg.max_packets as u32;
+    match kind {
+        TxKind::LegacyMpw if m > mpw::MPW_MAX_PACKETS as u32 => mpw::MPW_MAX_PACKETS as u32,
+        _ => m,
+    }
+}
+
 /// The longest frame a session inlines: [`TxConfig::inline_max`],
 /// [`TxConfig::max_inline_bytes`] and the room of a fresh session (VLAN
 /// tag included).
@@ -1244,11 +1279,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
 
     #[inline(always)]
     fn max_packets(&self) -> u32 {
-        let m = u32::from(self.q.cfg.max_packets);
-        match M::KIND {
-            TxKind::LegacyMpw => core::cmp::min(m, mpw::MPW_MAX_PACKETS as u32),
-            _ => m,
-        }
+        max_packets_of(M::KIND, &self.q.cfg)
     }
 
     /// The longest frame a session inlines: [`TxConfig::inline_max`],

@@ -18,28 +18,33 @@
 //! when it closes, as `push` does. Either way its close writes one shadow
 //! entry, for its first WQEBB (`tx_shadow`).
 //!
-//! With no session open and a run of common inline frames of 64 bytes
-//! (the common small packet, and a burst's usual start: `complete` closes
-//! the last session), [`TxBatch::fresh64`] takes the run whole: it opens
-//! each session itself (its Ethernet segment copied from the staging
-//! area, where it is built once per run), knows how many packets a fresh
-//! session takes (packets, inline bytes, DS room: computed once per run
-//! for a session with the whole room), writes them in a counted loop
-//! ([`fill64`]: the shape tests, header, padding and one 64-byte copy
-//! per frame, the id into a contiguous run of the id ring), and closes the
-//! session for the reason `push` gives when it is full and the next
-//! packet is alike: control segment and padding in place, one shadow
-//! entry, the counters in hand. No call per session, no `next_session`,
-//! no `Out` or `Sess` round trips. A session that would cross the ring
+//! With no session open and a run of alike common packets of one kind
+//! (inline frames of 64 bytes, [`Inline64`], the common small packet; or,
+//! on a queue that never inlines, frames or pointers by pointer,
+//! [`Ptrs`]), [`TxBatch::fresh`] takes the run whole: one loop opens each
+//! session (its Ethernet segment copied from the staging area, where it
+//! is built once per run), fills it with a counted loop (`fill`:
+//! [`fill64`], [`fill_ptr_run`]; the shape tests, the descriptor, the id
+//! into a contiguous run of the id ring) and closes it for the reason
+//! `push` gives when it is full and the next packet is alike: control
+//! segment and padding in place, one shadow entry (`finish_in_place`). A
+//! session with the whole room (the free WQEBBs give it the configured
+//! DS: the common case) takes its packet count, window and close reason
+//! from the queue ([`FreshRuns`], computed at construction) and has a
+//! copy of the session code of its own; one that would cross the ring
 //! end is built in the staging area and copied, wrapping, at its close
-//! (the same loop). On a queue with the AVX2 proof
-//! ([`TxQueue::set_avx2`]) the whole of it is compiled with AVX2
-//! (`burst_avx2`: the frame copied as two 32-byte moves). The last
-//! session stays open, as `push` leaves it.
+//! (`finish`). On a queue with the AVX2 proof ([`TxQueue::set_avx2`])
+//! the 64-byte frames' counted loop is compiled with AVX2 (`burst_avx2`:
+//! the frame copied as two 32-byte moves), a function of its own (the
+//! session's offload values stay in registers). The last session stays
+//! open, as `push` leaves it; but under [`TxQueue::tx_burst`], which
+//! completes the batch right after, a session holding the burst's last
+//! packet is closed at once for [`CloseReason::Complete`]
+//! (`push_burst_as::<true>`), the close `complete` would make.
 //!
 //! Other runs of alike packets (inline frames of one length of 32..=64
 //! bytes, or pointers on a queue that never inlines), and whatever
-//! `fresh64` leaves, take counted loops ([`Run::sessions`]:
+//! `fresh` leaves, take counted loops ([`Run::sessions`]:
 //! [`fill_same`], [`fill_ptrs`]): how many fit the session (packets, DS
 //! room, inline bytes) is computed once per session, so the loop tests
 //! only the packet (shape, offload values as two words, kind and length)
@@ -61,11 +66,16 @@
 //!
 //! Measured (`benches/icount.sh tx/empw_inline64_burst32`: 32 × 64-byte
 //! frames per `tx_burst`, AVX2, 256-WQEBB ring; callgrind per
-//! instruction): about 28 instructions per packet in the counted loop,
-//! about 95 per session opened and 135 per session closed in `fresh64`
-//! (3 and 2 per burst), about 475 per burst besides (entering `fresh64`,
-//! `complete` with the last session's close, the doorbell): 60.6 per
-//! packet in all, from 79.0 before `fresh64` and the one-entry shadow.
+//! instruction): 26 instructions per packet in the counted loop (18 more
+//! per call), about 180 per session built in the ring (opened, the
+//! counted loop called, the next packet tested, closed in place: 3 per
+//! burst, the last for `Complete`), about 60 per burst for the sessions
+//! that cross the ring end (one in six: staged and copied), about 130 per
+//! burst entering `fresh` and 80 in `tx_burst` (the batch, the doorbell):
+//! 54.8 per packet in all, from 60.6 before `fresh` closed the burst's
+//! last session, took its constants from the queue and called the loop
+//! as a function of its own. Pointers (`tx/empw_ptr64_burst32`, one
+//! session of 32 per burst): 42.7, from 53.2.
 //!
 //! # One WQE per packet
 //!
@@ -90,14 +100,13 @@
 #![forbid(unsafe_code)]
 
 use super::{
-    copy_frame, ctrl_bits, ctrl_seg, data_seg, in_flight, inline_header, mpw, put, session_eth,
-    tx_entry, tx_shadow, tx_wr_id, wq_counter16, CloseReason, Desc, DoorbellPolicy, Open, Out,
-    Packet, PacketBuf, Pending, QpKind, TxBatch, TxKind, TxMode, TxQueue, CTRL_FM_CE_SE,
-    FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS, STAGE_BYTES,
+    copy_frame, ctrl_bits, ctrl_seg, data_seg, in_flight, inline_header, max_packets_of, mpw,
+    session_eth, tx_entry, tx_shadow, tx_wr_id, wq_counter16, CloseReason, Desc, DoorbellPolicy,
+    Open, Out, Packet, PacketBuf, Pending, QpKind, TxBatch, TxKind, TxMode, TxOffload, TxQueue,
+    CTRL_FM_CE_SE, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS, STAGE_BYTES,
 };
 use crate::prm::ETH_L2_INLINE_HEADER_SIZE;
 use crate::ring::WqebbRing;
-use zerocopy::FromBytes;
 
 /// Longest frame [`TxBatch::push`] accepts (`TxError::BadLength` beyond).
 const MAX_LEN: usize = (u32::MAX >> 1) as usize;
@@ -107,19 +116,51 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// [`TxBatch::push`] refuses; returns how many were queued. The WQEs
     /// are the ones [`TxBatch::push`] would build packet by packet.
     pub fn push_burst(&mut self, pkts: &[Packet<'_>]) -> usize {
-        let mut done = 0;
+        self.push_burst_as::<false>(pkts)
+    }
+
+    /// [`TxBatch::push_burst`]; `END`: the batch completes right after
+    /// ([`TxQueue::tx_burst`]), so that a session the last packet went
+    /// into may be closed for [`CloseReason::Complete`] at once.
+    #[inline(always)]
+    pub(super) fn push_burst_as<const END: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
+        // The common burst first, inlined into `tx_burst`: one run that
+        // `fresh` (eMPW) or `single_run` (one WQE per packet) takes whole;
+        // the general loop out of line.
+        let done = match M::KIND {
+            TxKind::Empw if self.open.is_none() => self.fresh_run::<END>(pkts),
+            TxKind::Single => self.single_run(pkts),
+            _ => 0,
+        };
+        if done == pkts.len() {
+            return done;
+        }
+        self.push_rest::<END>(pkts, done)
+    }
+
+    /// With no session open, [`TxBatch::fresh`] for the run at the start
+    /// of `pkts`, if its first packet is of a kind it takes (a cheap test
+    /// first: the kind of run); returns how many packets it took.
+    #[inline(always)]
+    fn fresh_run<const END: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
+        match (pkts.first().map(|p| p.buf), self.inline_limit()) {
+            (Some(PacketBuf::Frame(f)), lim) if f.data.len() == 64 && lim >= 64 => {
+                self.fresh::<Inline64, END>(pkts)
+            }
+            (Some(PacketBuf::Frame(_)), 0) => self.fresh::<Ptrs<true>, END>(pkts),
+            (Some(PacketBuf::Ptr(_)), 0) => self.fresh::<Ptrs<false>, END>(pkts),
+            _ => 0,
+        }
+    }
+
+    /// [`TxBatch::push_burst_as`] from packet `done` on: the counted
+    /// loops of the open session, `push` for the packets they leave, and
+    /// [`TxBatch::fresh`] again whenever no session is open. Returns how
+    /// many packets of `pkts` are queued in all.
+    #[inline(never)]
+    fn push_rest<const END: bool>(&mut self, pkts: &[Packet<'_>], mut done: usize) -> usize {
         loop {
             if M::KIND == TxKind::Empw {
-                // (A cheap test first: the call is for 64-byte frames.)
-                let first64 = pkts
-                    .get(done)
-                    .is_some_and(|p| matches!(p.buf, PacketBuf::Frame(f) if f.data.len() == 64));
-                if self.open.is_none() && self.inline_limit() >= 64 && first64 {
-                    done += self.fresh64(pkts.get(done..).unwrap_or_default());
-                    if done == pkts.len() {
-                        break;
-                    }
-                }
                 done += self.append_empw(pkts.get(done..).unwrap_or_default());
                 if pkts.get(done).is_some_and(|p| self.next_session(p)) {
                     continue;
@@ -133,52 +174,58 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                 break;
             }
             done += 1;
+            if M::KIND == TxKind::Empw && self.open.is_none() {
+                done += self.fresh_run::<END>(pkts.get(done..).unwrap_or_default());
+                if done == pkts.len() {
+                    break;
+                }
+            }
         }
         done
     }
 
     /// With no session open, the leading packets of `pkts` that are
-    /// common inline frames of 64 bytes (the common small packet) with the
-    /// first one's offload values: sessions opened, filled and closed in
-    /// the ring by one loop, their title built once; with AVX2 if the
-    /// queue has the proof (`burst_avx2`). Returns how many packets; the
-    /// last session stays open, as `push` leaves it. Does nothing (0) if
-    /// the first packet is no such frame or the ring has no room for a
-    /// session: the general path takes over, as it does from wherever this
-    /// loop stopped.
+    /// common packets of one kind `D` ([`Inline64`]: inline frames of 64
+    /// bytes, the common small packet; [`Ptrs`]: frames, or pointers, by
+    /// pointer on a queue that never inlines) with the first one's
+    /// offload values: sessions opened, filled and closed by one loop,
+    /// their title built once, the packets written by `fill` (a counted
+    /// loop; for 64-byte frames with AVX2 if the queue has the proof,
+    /// `burst_avx2`). Returns how many packets. The last session stays
+    /// open, as `push` leaves it, unless `END` (the batch completes after
+    /// the burst, [`TxQueue::tx_burst`]) and the burst's last packet went
+    /// into it: then it is closed for [`CloseReason::Complete`], as
+    /// `complete` would. Does nothing (0) if the first packet is no such
+    /// packet or the ring has no room for a session: the general path
+    /// takes over, as it does from wherever this loop stopped.
     #[inline(never)]
-    fn fresh64(&mut self, pkts: &[Packet<'_>]) -> usize {
-        match avx2_of(&self.q.sq) {
+    fn fresh<D: Fresh, const END: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
+        match (D::INLINE, avx2_of(&self.q.sq)) {
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-            Some(t) => super::burst_avx2::fresh64::<P, Q, M>(t, self, pkts),
-            _ => self.fresh64_as(pkts),
+            (64, Some(t)) => {
+                self.fresh_as::<D, END>(pkts, |r, p, i, k| super::burst_avx2::fill64(t, r, p, i, k))
+            }
+            _ => self.fresh_as::<D, END>(pkts, D::fill),
         }
     }
 
-    /// The body of [`TxBatch::fresh64`], inlined into its callers (so
-    /// compiled with AVX2 when called from `burst_avx2`).
+    /// The body of [`TxBatch::fresh`], `fill` its counted loop (writes
+    /// the leading packets of its packets that are the run's into its
+    /// region, their ids into its ids; returns how many).
     #[inline(always)]
-    pub(super) fn fresh64_as(&mut self, pkts: &[Packet<'_>]) -> usize {
-        /// The frame length, and its descriptor's (4-byte header, padded
-        /// to 16 bytes).
-        const LEN: usize = 64;
-        const TLEN: usize = 80;
-        if M::KIND != TxKind::Empw || self.open.is_some() || self.inline_limit() < LEN as u32 {
+    fn fresh_as<D: Fresh, const END: bool>(
+        &mut self,
+        pkts: &[Packet<'_>],
+        fill: impl Fn(&mut [u8], &[Packet<'_>], &mut [u64], (u64, u16)) -> usize,
+    ) -> usize {
+        if M::KIND != TxKind::Empw || self.open.is_some() || !D::queue_takes(self.inline_limit()) {
             return 0;
         }
         let Some(p0) = pkts.first() else { return 0 };
-        match p0.buf {
-            PacketBuf::Frame(f) if f.data.len() == LEN => {}
-            _ => return 0,
-        }
         let key = p0.offload.words();
-        if !common(p0, key) {
+        if !D::alike(p0, key) {
             return 0;
         }
-        let max_pk = self.max_packets();
-        let cfg = self.q.cfg;
-        let max_inline = u32::from(cfg.max_inline_bytes);
-        let cfg_ds = u32::from(cfg.max_wqe_bytes) / SEND_WQE_DS as u32;
         let sig = self.q.signal();
         let TxBatch {
             q,
@@ -194,175 +241,94 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             stage,
             stats,
             tail,
+            cfg,
+            fresh,
             ..
         } = &mut **q;
+        let (cfg, full) = (&*cfg, D::full(fresh));
         // The packets this loop may take: the free ids, up to the end of
         // the id ring (a contiguous run, so that no id needs the mask).
-        let cap = ids.len();
-        let slot0 = pend.head as usize & (cap - 1);
-        let free = cap.saturating_sub(in_flight(pend.head, *tail) as usize);
+        let id_cap = ids.len();
+        let slot0 = pend.head as usize & (id_cap - 1);
+        let free = id_cap.saturating_sub(in_flight(pend.head, *tail) as usize);
         let Some(ids) = ids.get_mut(slot0..) else {
             return 0;
         };
-        let n = pkts.len().min(free).min(ids.len());
+        let all = pkts.len();
+        let n = all.min(free).min(ids.len());
         let (Some(pkts), Some(ids)) = (pkts.get(..n), ids.get_mut(..n)) else {
             return 0;
         };
-        // Run constants: the shadow's mask, the producer counter at which
-        // the ring is full (the consumer does not move during a batch).
-        let mask = sq.size.mask();
+        // The producer counter at which the ring is full (the consumer
+        // does not move during a batch).
         let full_at = sq.ci.wrapping_add(sq.size.entries());
-        let qpn_ds_bits = sq.lim.qpn_ds_bits;
-        // The title's Ethernet segment in the staging area too: a session
-        // built there has it in place, and the general path takes it from
-        // there (`append_run`).
+        // The title's Ethernet segment in the staging area: a session
+        // built there has it in place, one built in the ring copies it,
+        // and the general path takes it from there (`append_run`).
         if let Some(t) = stage.0.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS) {
             t.copy_from_slice(&session_eth(&p0.offload, 0));
         }
-        // Packets a session with the whole room takes.
-        let full_cap = session_cap(max_pk, max_inline, cfg_ds);
-        let mut k = 0;
-        while k < n {
-            // `open_session`: the room of the ring, the session's window.
-            let room_ds = full_at
-                .wrapping_sub(pend.pi)
-                .saturating_mul((SEND_WQE_BB / SEND_WQE_DS) as u32);
-            let max_ds = cfg_ds.min(room_ds);
-            if mpw::TITLE_DS as u32 + (TLEN / SEND_WQE_DS) as u32 > max_ds {
-                break;
-            }
-            let mut o = Open {
-                pi: pend.pi,
-                ds: mpw::TITLE_DS as u32,
-                max_ds,
-                pkts: 0,
-                ptr_pkts: 0,
-                inline_bytes: 0,
-                offload: p0.offload,
-                len: LEN as u32,
-                mpw_inline: true,
-                direct: true,
-            };
-            // Built in the ring if its WQEBBs lie before the ring end,
-            // else in the staging area (copied at close, as `push` does).
-            let w = match sq.ring.window(o.pi, max_bbs(&o)) {
-                Some(w) => {
-                    // The title, from the staging area.
-                    let title = SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS;
-                    if let (Some(t), Some(eth)) = (w.get_mut(title.clone()), stage.0.get(title)) {
-                        t.copy_from_slice(eth);
-                    }
-                    w
-                }
-                None => {
-                    o.direct = false;
-                    &mut stage.0[..]
-                }
-            };
-            // As many as the session takes (`misfit`'s limits: packets,
-            // inline bytes, DS room), at most the packets left.
-            let cap = if max_ds == cfg_ds {
-                full_cap
+        let mut out = Out {
+            sig,
+            sq,
+            stage,
+            stats,
+            p: &mut *pend,
+            wqes: &mut *wqes,
+            last: &mut *last,
+        };
+        let mut run = FreshRun {
+            pkts,
+            ids,
+            key,
+            all,
+            offload: &p0.offload,
+            k: 0,
+        };
+        while run.k < n {
+            // `open_session`: the room of the ring. The common case, a
+            // session with the whole room (the configured DS), has its
+            // packets, window and close reason from the queue (its own
+            // copy of the session's code, with those values).
+            let free_bbs = full_at.wrapping_sub(out.p.pi);
+            let whole = free_bbs >= full.need;
+            let go_on = if whole && out.sq.ring.window(out.p.pi, full.win).is_some() {
+                let room = Room {
+                    max_ds: full.max_ds,
+                    cap: full.cap,
+                    win: full.win,
+                    reason: full.reason,
+                };
+                fresh_session::<D, END, P, Q, true>(&mut out, &mut run, open, inline, &fill, room)
+            } else if whole {
+                let room = Room {
+                    max_ds: full.max_ds,
+                    cap: full.cap,
+                    win: full.win,
+                    reason: full.reason,
+                };
+                fresh_session::<D, END, P, Q, false>(&mut out, &mut run, open, inline, &fill, room)
             } else {
-                session_cap(max_pk, max_inline, max_ds)
+                let max_pk = max_packets_of(M::KIND, cfg);
+                let max_inline = u32::from(cfg.max_inline_bytes);
+                let max_ds = full
+                    .max_ds
+                    .min(free_bbs.saturating_mul((SEND_WQE_BB / SEND_WQE_DS) as u32));
+                let cap = D::session_cap(max_pk, max_inline, max_ds);
+                let at = mpw::TITLE_DS * SEND_WQE_DS + cap * D::TLEN;
+                let room = Room {
+                    max_ds,
+                    cap,
+                    win: window_bbs(max_ds),
+                    reason: D::close_reason(cap as u32, max_pk, max_inline, at),
+                };
+                fresh_session::<D, END, P, Q, false>(&mut out, &mut run, open, inline, &fill, room)
             };
-            let m = (n - k).min(cap);
-            let (Some(region), Some(rest), Some(rest_ids)) = (
-                w.get_mut(mpw::TITLE_DS * SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS + m * TLEN),
-                pkts.get(k..k + m),
-                ids.get_mut(k..k + m),
-            ) else {
+            if !go_on {
                 break;
-            };
-            let j = fill64(region, rest, rest_ids, key);
-            if j == 0 {
-                // (Not reached: the packet was tested.) Nothing opened.
-                break;
-            }
-            k += j;
-            // `record_id` and `sync`: the session's packets counted.
-            let j32 = j as u32;
-            pend.head = pend.head.wrapping_add(j32);
-            pend.pkts += j32;
-            stats.packets += j as u64;
-            *inline = true;
-            let at = mpw::TITLE_DS * SEND_WQE_DS + j * TLEN;
-            let ds = (at / SEND_WQE_DS) as u32;
-            let used = j32 * LEN as u32;
-            // Does the next packet close it (the session is full, and the
-            // packet is alike), or does it stay open?
-            let full = j == cap && m < n - (k - j);
-            let next = pkts.get(k).filter(|p| {
-                full && common(p, key)
-                    && matches!(p.buf, PacketBuf::Frame(f) if f.data.len() == LEN)
-            });
-            if next.is_none() {
-                *open = Some(Open {
-                    ds,
-                    pkts: j32,
-                    inline_bytes: used,
-                    ..o
-                });
-                break;
-            }
-            // `fill_one`'s reason (`misfit`'s order).
-            let reason = if j32 >= max_pk {
-                CloseReason::MaxPackets
-            } else if max_inline - used < LEN as u32 {
-                CloseReason::MaxInlineBytes
-            } else {
-                no_room(at + TLEN)
-            };
-            // Close it (`close_session`; `finish_in_place`, or `finish`
-            // if staged).
-            stats.sessions += 1;
-            if let Some(c) = stats.closes.get_mut(reason as usize) {
-                *c += 1;
-            }
-            let (pi, bbs) = (o.pi, ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32));
-            pend.wqes += 1;
-            pend.wqebbs += bbs;
-            let signal = (pend.wqebbs >= sig.drain_wqebbs)
-                | (pend.pkts >= sig.drain_pkts)
-                | ((sig.every != 0) & (pend.wqes >= sig.every));
-            let fm_ce_se = if signal {
-                FM_CE_ALWAYS
-            } else {
-                sig.fm_unsignaled
-            };
-            let ctrl = ctrl_seg(ctrl_bits::EMPW, pi, qpn_ds_bits, ds, fm_ce_se);
-            if let Some(c) = w.first_chunk_mut::<SEND_WQE_DS>() {
-                *c = ctrl;
-            }
-            let end = bbs as usize * SEND_WQE_BB;
-            zero_pad(w, ds as usize * SEND_WQE_DS, end);
-            let st = &mut stage.0;
-            if !o.direct {
-                // Staged: into the ring at the session's first WQEBB,
-                // wrapping at its end (the staging area keeps the WQE, for
-                // the doorbell).
-                let staged = st.get(..end).unwrap_or_default();
-                let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged).unwrap_or_default();
-                sq.ring.write_run(pi, blocks);
-            } else if P::BLUEFLAME {
-                // The BlueFlame copy is taken from the staging area.
-                if let Some(src) = sq.ring.window(pi, bbs) {
-                    put(st, 0, src);
-                }
-            } else if let Some(c) = st.first_chunk_mut::<SEND_WQE_DS>() {
-                *c = ctrl;
-            }
-            if let Some(e) = sq.shadow.get_mut((pi & mask) as usize) {
-                *e = tx_shadow(pi, pend.head, bbs, signal);
-            }
-            pend.pi = pi.wrapping_add(bbs);
-            *wqes += 1;
-            *last = Some((pi, bbs, ds));
-            if signal {
-                pend.reset_since();
             }
         }
-        k
+        run.k
     }
 
     /// The packet `p` is next and the open session (if any) did not take
@@ -1154,7 +1120,10 @@ enum Exit {
 /// descriptor's writer).
 #[inline(always)]
 fn common(p: &Packet<'_>, key: (u64, u16)) -> bool {
-    p.more.is_empty() & (p.tso_mss == 0) & p.vlan_tci.is_none() && p.offload.words() == key
+    // No TSO and no VLAN insertion: the MSS and the tag's discriminant,
+    // side by side in `Packet` (its `repr(C)` layout), one 4-byte word.
+    let plain = u32::from(p.tso_mss) | (u32::from(p.vlan_tci.is_some()) << 16);
+    p.more.is_empty() & (plain == 0) && p.offload.words() == key
 }
 
 /// The burst loop: appends the leading packets of `pkts` that `MODE`
@@ -1319,34 +1288,12 @@ fn fill_ptrs<const FRAME: bool>(
     key: (u64, u16),
     s: &mut Sess,
 ) -> (usize, bool) {
-    let (key_lo, key_hi) = key;
     let room = s.end.saturating_sub(s.at) / SEND_WQE_DS;
     let n = pkts.len().min(s.left).min(room);
     let Some(region) = dst.get_mut(s.at..s.at + n * SEND_WQE_DS) else {
         return (0, false);
     };
-    let mut k = 0;
-    for ((d, p), id) in region
-        .chunks_exact_mut(SEND_WQE_DS)
-        .zip(pkts)
-        .zip(ids.iter_mut())
-    {
-        if !common(p, (key_lo, key_hi)) {
-            break;
-        }
-        let (len, lkey, addr) = match p.buf {
-            PacketBuf::Frame(f) if FRAME => (f.data.len(), f.lkey, f.addr),
-            PacketBuf::Ptr(s) if !FRAME => (s.length as usize, s.lkey, s.addr),
-            _ => break,
-        };
-        if len.wrapping_sub(ETH_L2_INLINE_HEADER_SIZE + 1) > MAX_LEN - ETH_L2_INLINE_HEADER_SIZE - 1
-        {
-            break;
-        }
-        d.copy_from_slice(&data_seg(len as u32, lkey, addr));
-        *id = p.id;
-        k += 1;
-    }
+    let k = fill_ptr_run::<FRAME>(region, pkts, ids, key);
     s.at += k * SEND_WQE_DS;
     s.left -= k;
     s.ptrs += k as u32;
@@ -1554,40 +1501,373 @@ fn no_room(next: usize) -> CloseReason {
     }
 }
 
-/// Zeroes `w[tail..end]`, the bytes from a WQE's DS count to the end of
-/// its last WQEBB: at most 3 units, one fixed-size store (no `memset`
-/// call, no loop).
+/// The state of a [`TxBatch::fresh`] run that its sessions share.
+struct FreshRun<'r, 'p> {
+    /// The run's packets (as many as the free ids take).
+    pkts: &'r [Packet<'p>],
+    /// Their slots of the id ring.
+    ids: &'r mut [u64],
+    /// The session's offload values, as words.
+    key: (u64, u16),
+    /// The burst's packets from the run's first (`END`: the batch
+    /// completes after them).
+    all: usize,
+    /// The session's offload values.
+    offload: &'r TxOffload,
+    /// Packets taken so far.
+    k: usize,
+}
+
+/// The room of a [`TxBatch::fresh`] session: its largest DS count, how
+/// many packets it takes, its window in WQEBBs, and why it closes, full,
+/// for one more alike packet.
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    max_ds: u32,
+    cap: usize,
+    win: u32,
+    reason: CloseReason,
+}
+
+/// One session of [`TxBatch::fresh`], of room `room` (at least one
+/// packet) at the producer counter: opened (in the ring if its window
+/// lies before the ring end, else in the staging area), filled by `fill`,
+/// then closed (by the alike packet after it, the reason `push` gives;
+/// or, `END`, for [`CloseReason::Complete`] after the burst's last packet)
+/// or left open in `open`. Returns whether the run goes on (a session
+/// closed, packets left).
 #[inline(always)]
-fn zero_pad(w: &mut [u8], tail: usize, end: usize) {
-    if let Some(pad) = w.get_mut(tail..end) {
-        if let Ok(u) = <&mut [u8; 3 * SEND_WQE_DS]>::try_from(&mut *pad) {
-            *u = [0; 3 * SEND_WQE_DS];
-        } else if let Ok(u) = <&mut [u8; 2 * SEND_WQE_DS]>::try_from(&mut *pad) {
-            *u = [0; 2 * SEND_WQE_DS];
-        } else if let Ok(u) = <&mut [u8; SEND_WQE_DS]>::try_from(pad) {
-            *u = [0; SEND_WQE_DS];
+fn fresh_session<D: Fresh, const END: bool, P: DoorbellPolicy, Q: QpKind, const RING: bool>(
+    out: &mut Out<'_, '_, P, Q>,
+    run: &mut FreshRun<'_, '_>,
+    open: &mut Option<Open>,
+    inline: &mut bool,
+    fill: &impl Fn(&mut [u8], &[Packet<'_>], &mut [u64], (u64, u16)) -> usize,
+    room: Room,
+) -> bool {
+    if room.cap == 0 {
+        // No room for a descriptor: `push` refuses the packet.
+        return false;
+    }
+    let pi = out.p.pi;
+    let k = run.k;
+    let title = SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS;
+    // Built in the ring if its WQEBBs lie before the ring end, else in
+    // the staging area (copied at close, as `push` does).
+    let (w, direct) = match out.sq.ring.window(pi, room.win) {
+        Some(w) => {
+            // The title, from the staging area.
+            if let (Some(t), Some(eth)) = (w.get_mut(title.clone()), out.stage.0.get(title)) {
+                t.copy_from_slice(eth);
+            }
+            (w, true)
+        }
+        // (`RING`: not reached, the caller found the window.)
+        None if RING => return false,
+        None => (&mut out.stage.0[..], false),
+    };
+    let m = (run.pkts.len() - k).min(room.cap);
+    let (Some(region), Some(rest), Some(rest_ids)) = (
+        w.get_mut(mpw::TITLE_DS * SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS + m * D::TLEN),
+        run.pkts.get(k..k + m),
+        run.ids.get_mut(k..k + m),
+    ) else {
+        return false;
+    };
+    let j = fill(region, rest, rest_ids, run.key);
+    if j == 0 {
+        // (Not reached: the packet was tested.) Nothing opened.
+        return false;
+    }
+    let len = rest.first().map_or(0, |p| D::len(p));
+    let k = k + j;
+    run.k = k;
+    // `record_id` and `sync`: the session's packets counted.
+    let j32 = j as u32;
+    out.p.head = out.p.head.wrapping_add(j32);
+    out.p.pkts += j32;
+    out.stats.packets += j as u64;
+    if D::INLINE != 0 {
+        *inline = true;
+    }
+    let ds = ((mpw::TITLE_DS * SEND_WQE_DS + j * D::TLEN) / SEND_WQE_DS) as u32;
+    // Closed by the next packet (the session is full and the packet
+    // alike), by the end of the burst, or left open.
+    let ends = END && k == run.all;
+    let reason = if j == room.cap && run.pkts.get(k).is_some_and(|p| D::alike(p, run.key)) {
+        room.reason
+    } else if ends {
+        CloseReason::Complete
+    } else {
+        *open = Some(Open {
+            pi,
+            ds,
+            max_ds: room.max_ds,
+            pkts: j32,
+            ptr_pkts: if D::INLINE == 0 { j32 } else { 0 },
+            inline_bytes: j32 * D::INLINE,
+            offload: *run.offload,
+            len,
+            mpw_inline: D::INLINE != 0,
+            direct,
+        });
+        return false;
+    };
+    // `close_session`: in place (`finish_in_place`), or staged (`finish`:
+    // copied into the ring, wrapping).
+    if D::INLINE == 0 {
+        out.p.ptr_pkts += j32;
+    }
+    out.stats.sessions += 1;
+    if let Some(c) = out.stats.closes.get_mut(reason as usize) {
+        *c += 1;
+    }
+    if RING {
+        out.finish_in_place(pi, ds, ctrl_bits::EMPW);
+    } else if !(direct && out.finish_in_place(pi, ds, ctrl_bits::EMPW)) {
+        out.finish(pi, ds, ctrl_bits::EMPW, false);
+    }
+    !ends
+}
+
+/// A kind of run [`TxBatch::fresh`] takes whole: its packets, their
+/// descriptor and its counted loop.
+pub(super) trait Fresh {
+    /// Bytes of a descriptor.
+    const TLEN: usize;
+    /// Inline bytes a packet adds to its session (0: a pointer).
+    const INLINE: u32;
+    /// Whether a queue that inlines frames up to `inline_lim` bytes
+    /// sends the run's packets as these descriptors.
+    fn queue_takes(inline_lim: u32) -> bool;
+    /// Whether `p` is one of the run's packets (a common packet, the
+    /// session's offload values `key`, the run's kind and length).
+    fn alike(p: &Packet<'_>, key: (u64, u16)) -> bool;
+    /// The length of `p` (the packet `open_session` records).
+    fn len(p: &Packet<'_>) -> u32;
+    /// The counted loop: writes the leading packets of `pkts` that are
+    /// the run's into `region`, their ids into `ids`; returns how many.
+    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize;
+    /// The queue's constants for a session of the run with the whole
+    /// room.
+    fn full(f: &FreshRuns) -> &FreshFull;
+
+    /// How many of the run's packets a fresh session of at most `max_ds`
+    /// DS takes (`misfit`'s limits): at most `max_pk` packets,
+    /// `max_inline` inline bytes, and the DS after its title.
+    #[inline(always)]
+    fn session_cap(max_pk: u32, max_inline: u32, max_ds: u32) -> usize {
+        let room = (max_ds.min(u32::from(MAX_DS)) as usize * SEND_WQE_DS)
+            .saturating_sub(mpw::TITLE_DS * SEND_WQE_DS)
+            / Self::TLEN;
+        let by_inline = match Self::INLINE {
+            0 => usize::MAX,
+            b => (max_inline / b) as usize,
+        };
+        (max_pk as usize).min(by_inline).min(room)
+    }
+
+    /// Why a session of `j` of the run's packets (its descriptors ending
+    /// at byte `at`) closes for one more: `fill_one`'s reason (`misfit`'s
+    /// order: packets, inline bytes, DS room).
+    #[inline(always)]
+    fn close_reason(j: u32, max_pk: u32, max_inline: u32, at: usize) -> CloseReason {
+        if j >= max_pk {
+            CloseReason::MaxPackets
+        } else if Self::INLINE != 0 && max_inline - j * Self::INLINE < Self::INLINE {
+            CloseReason::MaxInlineBytes
+        } else {
+            no_room(at + Self::TLEN)
         }
     }
 }
 
-/// How many 64-byte inline frames (80-byte descriptors) a fresh session
-/// of at most `max_ds` DS takes (`misfit`'s limits): at most `max_pk`
-/// packets, `max_inline` inline bytes, and the DS after its title.
-#[inline(always)]
-fn session_cap(max_pk: u32, max_inline: u32, max_ds: u32) -> usize {
-    let room = (max_ds.min(u32::from(MAX_DS)) as usize * SEND_WQE_DS)
-        .saturating_sub(mpw::TITLE_DS * SEND_WQE_DS)
-        / 80;
-    (max_pk as usize).min(max_inline as usize / 64).min(room)
+/// Runs of common inline frames of 64 bytes (80-byte descriptors).
+pub(super) struct Inline64;
+
+impl Fresh for Inline64 {
+    const TLEN: usize = 80;
+    const INLINE: u32 = 64;
+
+    #[inline(always)]
+    fn queue_takes(inline_lim: u32) -> bool {
+        inline_lim >= 64
+    }
+
+    #[inline(always)]
+    fn alike(p: &Packet<'_>, key: (u64, u16)) -> bool {
+        common(p, key) && matches!(p.buf, PacketBuf::Frame(f) if f.data.len() == 64)
+    }
+
+    #[inline(always)]
+    fn len(_: &Packet<'_>) -> u32 {
+        64
+    }
+
+    #[inline(never)]
+    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+        fill64(region, pkts, ids, key)
+    }
+
+    #[inline(always)]
+    fn full(f: &FreshRuns) -> &FreshFull {
+        &f.inline64
+    }
 }
 
-/// The counted loop of [`TxBatch::fresh64`]: writes the leading packets
+/// Runs of common packets by pointer (16-byte data segments) on a queue
+/// that never inlines: frames (`FRAME`) or pointers.
+pub(super) struct Ptrs<const FRAME: bool>;
+
+impl<const FRAME: bool> Fresh for Ptrs<FRAME> {
+    const TLEN: usize = SEND_WQE_DS;
+    const INLINE: u32 = 0;
+
+    #[inline(always)]
+    fn queue_takes(inline_lim: u32) -> bool {
+        inline_lim == 0
+    }
+
+    #[inline(always)]
+    fn alike(p: &Packet<'_>, key: (u64, u16)) -> bool {
+        let len = match p.buf {
+            PacketBuf::Frame(f) if FRAME => f.data.len(),
+            PacketBuf::Ptr(s) if !FRAME => s.length as usize,
+            _ => return false,
+        };
+        common(p, key) && ptr_len_ok(len)
+    }
+
+    #[inline(always)]
+    fn len(p: &Packet<'_>) -> u32 {
+        match p.buf {
+            PacketBuf::Frame(f) => f.data.len() as u32,
+            PacketBuf::Ptr(s) => s.length,
+        }
+    }
+
+    #[inline(never)]
+    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+        fill_ptr_run::<FRAME>(region, pkts, ids, key)
+    }
+
+    #[inline(always)]
+    fn full(f: &FreshRuns) -> &FreshFull {
+        &f.ptrs
+    }
+}
+
+/// The constants of [`TxBatch::fresh`]'s sessions with the whole room
+/// (the free WQEBBs give them `max_wqe_bytes`), per kind of run, from the
+/// queue's configuration: computed once per queue ([`TxQueue::new`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FreshRuns {
+    inline64: FreshFull,
+    ptrs: FreshFull,
+}
+
+impl FreshRuns {
+    /// The constants for `cfg`, `max_pk` packets per session at most.
+    pub(super) fn of(cfg: &super::TxConfig, max_pk: u32) -> Self {
+        Self {
+            inline64: FreshFull::of::<Inline64>(cfg, max_pk),
+            ptrs: FreshFull::of::<Ptrs<true>>(cfg, max_pk),
+        }
+    }
+}
+
+/// A session with the whole room, of one kind of run ([`FreshRuns`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FreshFull {
+    /// Its largest DS count: `max_wqe_bytes` in DS.
+    max_ds: u32,
+    /// Packets it takes (0: none fits).
+    cap: usize,
+    /// Free WQEBBs that give a session the whole room.
+    need: u32,
+    /// Its window: its largest DS count, in WQEBBs ([`max_bbs`]).
+    win: u32,
+    /// Why it closes, full, for one more alike packet.
+    reason: CloseReason,
+}
+
+impl FreshFull {
+    fn of<D: Fresh>(cfg: &super::TxConfig, max_pk: u32) -> Self {
+        let max_inline = u32::from(cfg.max_inline_bytes);
+        let cfg_ds = u32::from(cfg.max_wqe_bytes) / SEND_WQE_DS as u32;
+        let cap = D::session_cap(max_pk, max_inline, cfg_ds);
+        Self {
+            max_ds: cfg_ds,
+            cap,
+            need: cfg_ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32),
+            win: window_bbs(cfg_ds),
+            reason: D::close_reason(
+                cap as u32,
+                max_pk,
+                max_inline,
+                mpw::TITLE_DS * SEND_WQE_DS + cap * D::TLEN,
+            ),
+        }
+    }
+}
+
+/// The window of a session of at most `max_ds` DS: its largest DS count,
+/// in WQEBBs ([`max_bbs`]).
+#[inline(always)]
+fn window_bbs(max_ds: u32) -> u32 {
+    max_ds
+        .min(u32::from(MAX_DS))
+        .div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32)
+}
+
+/// The counted loop of [`TxBatch::fresh`] for pointers ([`Ptrs`]):
+/// writes the leading packets of `pkts` that are common packets by
+/// pointer (frames if `FRAME`, else pointers; a length `push` accepts)
+/// with offload values `key` into `region` as data segments, their ids
+/// into `ids`; returns how many.
+#[inline(always)]
+fn fill_ptr_run<const FRAME: bool>(
+    region: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+) -> usize {
+    let mut k = 0;
+    for ((d, p), id) in region
+        .chunks_exact_mut(SEND_WQE_DS)
+        .zip(pkts)
+        .zip(ids.iter_mut())
+    {
+        if !common(p, key) {
+            break;
+        }
+        let (len, lkey, addr) = match p.buf {
+            PacketBuf::Frame(f) if FRAME => (f.data.len(), f.lkey, f.addr),
+            PacketBuf::Ptr(s) if !FRAME => (s.length as usize, s.lkey, s.addr),
+            _ => break,
+        };
+        if !ptr_len_ok(len) {
+            break;
+        }
+        d.copy_from_slice(&data_seg(len as u32, lkey, addr));
+        *id = p.id;
+        k += 1;
+    }
+    k
+}
+
+/// The counted loop of [`TxBatch::fresh`] for [`Inline64`]: writes the leading packets
 /// of `pkts` that are common 64-byte inline frames with offload values
 /// `key` into `region` as 80-byte descriptors (header, frame, zero
 /// padding), their ids into `ids`; returns how many. `region` holds as
 /// many descriptors as the session takes.
 #[inline(always)]
-fn fill64(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+pub(super) fn fill64(
+    region: &mut [u8],
+    pkts: &[Packet<'_>],
+    ids: &mut [u64],
+    key: (u64, u16),
+) -> usize {
     let hdr = inline_header(64);
     let mut k = 0;
     for ((d, p), id) in region.chunks_exact_mut(80).zip(pkts).zip(ids.iter_mut()) {
