@@ -111,6 +111,27 @@ use crate::ring::WqebbRing;
 /// Longest frame [`TxBatch::push`] accepts (`TxError::BadLength` beyond).
 const MAX_LEN: usize = (u32::MAX >> 1) as usize;
 
+/// The packets of `pkts` a run may take, at most `limit`, and their id
+/// slots: as many as there are free ids (`head` and `tail` the id ring's
+/// counters), up to the id ring's end, so that the slots are one
+/// contiguous run and no id needs the mask. `None` if `ids` is not the
+/// power-of-two id ring the queue checked at construction.
+#[inline(always)]
+fn id_run<'p, 'd, 'i>(
+    pkts: &'p [Packet<'d>],
+    ids: &'i mut [u64],
+    head: u32,
+    tail: u32,
+    limit: usize,
+) -> Option<(&'p [Packet<'d>], &'i mut [u64])> {
+    let cap = ids.len();
+    let slot0 = head as usize & cap.wrapping_sub(1);
+    let free = cap.saturating_sub(in_flight(head, tail) as usize);
+    let ids = ids.get_mut(slot0..)?;
+    let n = pkts.len().min(free).min(limit).min(ids.len());
+    Some((pkts.get(..n)?, ids.get_mut(..n)?))
+}
+
 impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// Queues as many of `pkts` as fit, in order, stopping at the first one
     /// [`TxBatch::push`] refuses; returns how many were queued. The WQEs
@@ -246,19 +267,12 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             ..
         } = &mut **q;
         let (cfg, full) = (&*cfg, D::full(fresh));
-        // The packets this loop may take: the free ids, up to the end of
-        // the id ring (a contiguous run, so that no id needs the mask).
-        let id_cap = ids.len();
-        let slot0 = pend.head as usize & (id_cap - 1);
-        let free = id_cap.saturating_sub(in_flight(pend.head, *tail) as usize);
-        let Some(ids) = ids.get_mut(slot0..) else {
-            return 0;
-        };
+        // The packets this loop may take (free ids up to the id ring's end).
         let all = pkts.len();
-        let n = all.min(free).min(ids.len());
-        let (Some(pkts), Some(ids)) = (pkts.get(..n), ids.get_mut(..n)) else {
+        let Some((pkts, ids)) = id_run(pkts, ids, pend.head, *tail, usize::MAX) else {
             return 0;
         };
+        let n = pkts.len();
         // The producer counter at which the ring is full (the consumer
         // does not move during a batch).
         let full_at = sq.ci.wrapping_add(sq.size.entries());
@@ -415,18 +429,11 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             tail,
             ..
         } = &mut **q;
-        // The packets this run may take: the free ids, up to the end of
-        // the id ring (a contiguous run, so that no id needs the mask).
-        let cap = ids.len();
-        let slot0 = pend.head as usize & (cap - 1);
-        let free = cap.saturating_sub(in_flight(pend.head, *tail) as usize);
-        let Some(ids) = ids.get_mut(slot0..) else {
+        // The packets this run may take (free ids up to the id ring's end).
+        let Some((pkts, ids)) = id_run(pkts, ids, pend.head, *tail, usize::MAX) else {
             return 0;
         };
-        let n = pkts.len().min(free).min(ids.len());
-        let (Some(pkts), Some(ids)) = (pkts.get(..n), ids.get_mut(..n)) else {
-            return 0;
-        };
+        let n = pkts.len();
         let mut out = Out {
             sig,
             sq,
@@ -636,17 +643,11 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         let min18 = MIN18;
         // As many as the ring, the free ids and the ids up to the id
         // ring's end take.
-        let cap = ids.len();
-        let slot0 = pend.head as usize & (cap - 1);
-        let free_ids = cap.saturating_sub(in_flight(pend.head, *tail) as usize);
         let free_bbs = sq.size.entries().saturating_sub(in_flight(pend.pi, sq.ci)) as usize;
-        let Some(ids) = ids.get_mut(slot0..) else {
+        let Some((pkts, ids)) = id_run(pkts, ids, pend.head, *tail, free_bbs) else {
             return 0;
         };
-        let n = pkts.len().min(free_ids).min(free_bbs).min(ids.len());
-        let (Some(pkts), Some(ids)) = (pkts.get(..n), ids.get_mut(..n)) else {
-            return 0;
-        };
+        let n = pkts.len();
         // The constant words: DS, control segment's second word (QPN and
         // DS), inline header size.
         let (ds, hdr_sz) = if min18 {
