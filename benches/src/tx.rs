@@ -25,7 +25,7 @@ fn burst_short(n: usize) -> ! {
 /// and length tests, the descriptor written straight into the ring, the id
 /// into the id ring). Per session: opening it in the ring (a session that
 /// would cross the ring end is built in the staging area and copied), how
-/// many packets fit, the call of the counted loop, closing it (control
+/// many packets fit, entering the counted loop, closing it (control
 /// segment and padding in place, its one shadow entry, the CQE decision;
 /// the burst's last session too, for `Complete`, as `tx_burst` completes
 /// the batch right after). Per burst: entering the burst path (the run's

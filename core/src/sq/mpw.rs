@@ -646,15 +646,8 @@ pub struct TxQueue<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     stats: TxStats,
     /// The longest frame a session inlines ([`inline_limit`]).
     inline_lim: u32,
-    /// `fm_ce_se` of a WQE that requests no CQE.
-    fm_unsignaled: u8,
-    /// The drain guarantee: a CQE once this many WQEBBs (half the ring) or
-    /// packets (half the id ring) went unsignalled.
-    drain_wqebbs: u32,
-    drain_pkts: u32,
-    /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs; 0 for
-    /// [`CqePolicy::BurstEnd`].
-    every: u32,
+    /// The signalling constants (borrowed by the burst path, not copied).
+    sig: Signal,
     /// The burst path's constants of a session with the whole room, per
     /// kind of run, from `cfg` (`burst::FreshRuns`).
     fresh: burst::FreshRuns,
@@ -698,10 +691,12 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             cfg,
             stats: TxStats::default(),
             inline_lim: inline_limit(&cfg),
-            fm_unsignaled: FmCeSe::new().with_ce(cfg.unsignaled_ce.raw()).into_bits(),
-            drain_wqebbs,
-            drain_pkts,
-            every: every_of(cfg.cqe),
+            sig: Signal {
+                drain_wqebbs,
+                drain_pkts,
+                every: every_of(cfg.cqe),
+                fm_unsignaled: FmCeSe::new().with_ce(cfg.unsignaled_ce.raw()).into_bits(),
+            },
             fresh: burst::FreshRuns::of(&cfg, max_packets_of(M::KIND, &cfg)),
             stage: Stage([0; STAGE_BYTES]),
             _mode: PhantomData,
@@ -744,18 +739,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// CQE per session for one burst); the drain guarantee still applies.
     pub fn set_cqe_policy(&mut self, cqe: CqePolicy) {
         self.cfg.cqe = cqe;
-        self.every = every_of(cqe);
-    }
-
-    /// The signalling constants.
-    #[inline(always)]
-    fn signal(&self) -> Signal {
-        Signal {
-            drain_wqebbs: self.drain_wqebbs,
-            drain_pkts: self.drain_pkts,
-            every: self.every,
-            fm_unsignaled: self.fm_unsignaled,
-        }
+        self.sig.every = every_of(cqe);
     }
 
     /// Packets posted and not yet retired.
@@ -947,13 +931,17 @@ fn data_seg(length: u32, lkey: u32, addr: u64) -> [u8; SEND_WQE_DS] {
     })
 }
 
-/// The signalling constants of a queue (copied out of it, so that the
-/// parts below can be borrowed apart).
+/// The signalling constants of a queue.
 #[derive(Debug, Clone, Copy)]
 struct Signal {
+    /// The drain guarantee: a CQE once this many WQEBBs (half the ring) or
+    /// packets (half the id ring) went unsignalled.
     drain_wqebbs: u32,
     drain_pkts: u32,
+    /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs; 0 for
+    /// [`CqePolicy::BurstEnd`].
     every: u32,
+    /// `fm_ce_se` of a WQE that requests no CQE.
     fm_unsignaled: u8,
 }
 
@@ -971,7 +959,7 @@ impl Pending {
 /// the open session and the id ring, so that the burst loop can close a
 /// session and go on.
 struct Out<'x, 'a, P: DoorbellPolicy, Q: QpKind> {
-    sig: Signal,
+    sig: &'x Signal,
     sq: &'x mut SendQueue<'a, P, Q>,
     stage: &'x mut Stage,
     stats: &'x mut TxStats,
@@ -1250,7 +1238,7 @@ const fn inline_limit(cfg: &TxConfig) -> u32 {
     }
 }
 
-/// [`TxQueue::every`] of a policy.
+/// [`Signal::every`] of a policy.
 const fn every_of(cqe: CqePolicy) -> u32 {
     match cqe {
         CqePolicy::EverySessions(0) => 1,
@@ -1517,7 +1505,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     fn out(&mut self) -> Out<'_, 'a, P, Q> {
         let q = &mut *self.q;
         Out {
-            sig: q.signal(),
+            sig: &q.sig,
             sq: &mut q.sq,
             stage: &mut q.stage,
             stats: &mut q.stats,

@@ -1,10 +1,9 @@
 //! The burst path's loops of 64-byte inline frames compiled with AVX2,
 //! for a queue given the proof that the CPU has it
-//! ([`TxQueue::set_avx2`](super::TxQueue::set_avx2)): the counted loop of
-//! `TxBatch::fresh` (`fill64`, a function of its own, so that the
-//! session's offload values stay in registers) and `Run::sessions` with
-//! its counted loop inlined. Each frame is copied as two 32-byte moves
-//! instead of four 16-byte ones. The same code, so the same bytes
+//! ([`TxQueue::set_avx2`](super::TxQueue::set_avx2)): `TxBatch::fresh`
+//! with its counted loop (`fill64`) inlined (no call per session), and
+//! `Run::sessions` with its counted loop inlined. Each frame is copied as
+//! two 32-byte moves instead of four 16-byte ones. The same code, so the same bytes
 //! (`tests::burst_path_matches_push_avx2`). One of the few modules with
 //! `unsafe` code (the target-feature functions and their calls).
 #![expect(
@@ -12,8 +11,8 @@
     reason = "a target-feature function, called under the AVX2 proof"
 )]
 
-use super::burst::Run;
-use super::{DoorbellPolicy, Packet, QpKind, TxMode};
+use super::burst::{FillRun, Inline64, Run};
+use super::{DoorbellPolicy, Packet, QpKind, TxBatch, TxMode};
 use crate::cpu::Avx2;
 
 /// `Run::sessions` of 64-byte frames compiled with AVX2 (its counted loop
@@ -45,32 +44,41 @@ pub(super) fn sessions64<M: TxMode, P: DoorbellPolicy, Q: QpKind>(
     unsafe { sessions64_avx2::<M, P, Q>(run, pkts, ids) }
 }
 
-/// `fill64` compiled with AVX2 (the frame copied as two 32-byte moves).
+/// `fill64` inlined into its caller (compiled with AVX2 there), the
+/// offload words through `black_box` ([`FillRun`]).
+struct Fill64;
+
+impl FillRun for Fill64 {
+    #[inline(always)]
+    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+        super::burst::fill64(region, pkts, ids, core::hint::black_box(key))
+    }
+}
+
+/// `TxBatch::fresh` of 64-byte frames compiled with AVX2, its counted
+/// loop (`fill64`) inlined (the frame copied as two 32-byte moves).
 ///
 /// # Safety
 ///
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 #[inline(never)]
-unsafe fn fill64_avx2(
-    region: &mut [u8],
+unsafe fn fresh64_avx2<const END: bool, P: DoorbellPolicy, Q: QpKind, M: TxMode>(
+    b: &mut TxBatch<'_, '_, P, Q, M>,
     pkts: &[Packet<'_>],
-    ids: &mut [u64],
-    key: (u64, u16),
 ) -> usize {
-    super::burst::fill64(region, pkts, ids, key)
+    b.fresh_as::<Inline64, Fill64, END>(pkts)
 }
 
-/// `fill64` with AVX2, under the proof `_avx2` that the CPU has it.
+/// `TxBatch::fresh` of 64-byte frames with AVX2, under the proof `_avx2`
+/// that the CPU has it.
 #[inline(always)]
-pub(super) fn fill64(
+pub(super) fn fresh64<const END: bool, P: DoorbellPolicy, Q: QpKind, M: TxMode>(
     _avx2: Avx2,
-    region: &mut [u8],
+    b: &mut TxBatch<'_, '_, P, Q, M>,
     pkts: &[Packet<'_>],
-    ids: &mut [u64],
-    key: (u64, u16),
 ) -> usize {
     // SAFETY: `_avx2` exists, so the CPU has AVX2 (its constructors'
-    // contract); that is all `fill64_avx2` requires.
-    unsafe { fill64_avx2(region, pkts, ids, key) }
+    // contract); that is all `fresh64_avx2` requires.
+    unsafe { fresh64_avx2::<END, P, Q, M>(b, pkts) }
 }
