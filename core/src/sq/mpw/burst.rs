@@ -22,9 +22,11 @@
 //! (inline frames of 64 bytes, [`Inline64`], the common small packet; or,
 //! on a queue that never inlines, frames or pointers by pointer,
 //! [`Ptrs`]), [`TxBatch::fresh`] takes the run whole: one loop opens each
-//! session (its Ethernet segment copied from the staging area, where it
-//! is built once per run from the first packet's offload words, two
-//! stores: `title_eth`), fills it with a counted loop (`fill`:
+//! session (its Ethernet segment, built once per run from the first
+//! packet's offload words in two stores, `title_eth`, written into the
+//! session and the staging area as the session opens: not before, since
+//! until then the staging area holds the batch's last WQE, the BlueFlame
+//! source), fills it with a counted loop (`fill`:
 //! [`fill64`], [`fill_ptr_run`]; the shape tests, the descriptor, the id
 //! into a contiguous run of the id ring) and closes it for the reason
 //! `push` gives when it is full and the next packet is alike: control
@@ -291,12 +293,11 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         // The producer counter at which the ring is full (the consumer
         // does not move during a batch).
         let full_at = sq.ci.wrapping_add(sq.size.entries());
-        // The title's Ethernet segment in the staging area: a session
-        // built there has it in place, one built in the ring copies it,
-        // and the general path takes it from there (`append_run`).
-        if let Some(t) = stage.0.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS) {
-            t.copy_from_slice(&title_eth(key));
-        }
+        // The title's Ethernet segment, built once per run; each session
+        // writes it when it opens (`fresh_session`), not before: until a
+        // session opens, the staging area holds the batch's last WQE (the
+        // BlueFlame source).
+        let eth = title_eth(key);
         let mut out = Out {
             sig,
             sq,
@@ -310,6 +311,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             pkts,
             ids,
             key,
+            eth,
             all,
             offload: &p0.offload,
             k: 0,
@@ -1555,6 +1557,8 @@ struct FreshRun<'r, 'p> {
     ids: &'r mut [u64],
     /// The session's offload values, as words.
     key: (u64, u16),
+    /// The title's Ethernet segment ([`title_eth`] of `key`).
+    eth: [u8; SEND_WQE_DS],
     /// The burst's packets from the run's first (`END`: the batch
     /// completes after them).
     all: usize,
@@ -1604,13 +1608,18 @@ fn fresh_session<
     let pi = out.p.pi;
     let k = run.k;
     let title = SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS;
-    // Built in the ring if its WQEBBs lie before the ring end, else in
-    // the staging area (copied at close, as `push` does).
+    // The title in the staging area (where the general path finds the
+    // open session's title, `append_run`) ...
+    if let Some(t) = out.stage.0.get_mut(title.clone()) {
+        t.copy_from_slice(&run.eth);
+    }
+    // ... and the session built in the ring if its WQEBBs lie before the
+    // ring end (its title copied there), else in the staging area (copied
+    // at close, as `push` does).
     let (w, direct) = match out.sq.ring.window(pi, room.win) {
         Some(w) => {
-            // The title, from the staging area.
-            if let (Some(t), Some(eth)) = (w.get_mut(title.clone()), out.stage.0.get(title)) {
-                t.copy_from_slice(eth);
+            if let Some(t) = w.get_mut(title) {
+                t.copy_from_slice(&run.eth);
             }
             (w, true)
         }

@@ -1017,3 +1017,73 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
         }
     }
 }
+
+/// A burst whose first packet goes out as a SEND WQE of its own (two
+/// segments) and whose next one, a 64-byte frame, finds no free id: the
+/// burst path must leave the staging area (the BlueFlame source of a
+/// one-WQE batch) as `push` does, so that the BlueFlame write is the SEND
+/// WQE's bytes on both paths. (Also with the id ring's last id free and
+/// the ring full instead: no room for a session.)
+#[test]
+fn blueflame_copy_survives_a_fresh_run_that_opens_nothing() {
+    let more = [Sge::new(LKEY, 0x9000, 30)];
+    let frames: Vec<Vec<u8>> = (0..40).map(|i| frame(64, i as u8)).collect();
+    // (ring WQEBBs, ids): first the id ring runs out, then the SQ ring.
+    for (wqe_cnt, ids_len) in [(64usize, 32usize), (16, 1024)] {
+        let (mem_a, mem_b) = (Mem::with_bf(wqe_cnt), Mem::with_bf(wqe_cnt));
+        let (mut lent_a, mut lent_b) = (Lent::new(wqe_cnt), Lent::new(wqe_cnt));
+        lent_a.ids.truncate(ids_len);
+        lent_b.ids.truncate(ids_len);
+        let Lent {
+            shadow,
+            staging,
+            ids,
+        } = &mut lent_a;
+        let mut a: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
+            TxQueue::new(sq_as(&mem_a, shadow, staging, 0, 18), ids, TxConfig::new()).expect("a");
+        let Lent {
+            shadow,
+            staging,
+            ids,
+        } = &mut lent_b;
+        let mut b: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
+            TxQueue::new(sq_as(&mem_b, shadow, staging, 0, 18), ids, TxConfig::new()).expect("b");
+        // Fill the queue up to one id (or to a ring with room for the SEND
+        // WQE only), then the two-packet burst.
+        let fill: Vec<Packet<'_>> = if ids_len == 32 {
+            (0..31)
+                .map(|i| Packet::frame(i, LKEY, &frames[i as usize]))
+                .collect()
+        } else {
+            // Ten frames: one session, 13 of the 16 WQEBBs; after the SEND
+            // WQE the ring has no room for a session of one frame.
+            (0..10)
+                .map(|i| Packet::frame(i, LKEY, &frames[i as usize]))
+                .collect()
+        };
+        let burst = [
+            Packet::frame(100, LKEY, &frames[38]).with_segments(&more),
+            Packet::frame(101, LKEY, &frames[39]),
+        ];
+        let ka = (a.tx_burst(&fill), a.tx_burst(&burst));
+        let kb = {
+            let mut bb = b.start();
+            let k0 = fill.iter().take_while(|p| bb.push(p).is_ok()).count();
+            bb.complete();
+            let mut bb = b.start();
+            let k1 = burst.iter().take_while(|p| bb.push(p).is_ok()).count();
+            bb.complete();
+            (k0, k1)
+        };
+        assert_eq!(ka, kb, "ring {wqe_cnt} ids {ids_len}");
+        assert_eq!(
+            ka.1, 1,
+            "ring {wqe_cnt} ids {ids_len}: the frame is refused"
+        );
+        assert_eq!(
+            observe(&a, &mem_a),
+            observe(&b, &mem_b),
+            "ring {wqe_cnt} ids {ids_len}"
+        );
+    }
+}
