@@ -12,6 +12,15 @@
 //!    read of the entry and the `set_ci` write. The device's next write must
 //!    never race with the consumer's read.
 //!
+//! 3. **Validity-count handoff (enhanced layout).** The same handoff
+//!    with the ownership in bytes 62–63: the validity iteration count
+//!    (the pass modulo 256) and `num_and_type`, written last (release) and
+//!    read by the consumer as one 16-bit word before the barrier, as
+//!    `Cq::poll_burst`'s block runs read them (`cq::mem::BlockRun`):
+//!    whether the entry is a full compressed block is decided from that
+//!    word; the body is read after the barrier. Two completions through
+//!    one slot (passes 0 and 1), the slot handed back by `set_ci`.
+//!
 //! In hardware `op_own` is byte 63 of the same 64-byte entry; the model keeps
 //! it in its own [`DeviceWord`] (a `loom` atomic) and bytes 0..=62 in a
 //! `loom` cell, so that `loom` tracks the body and the ownership byte
@@ -217,4 +226,144 @@ fn slot_handback_never_races_the_next_cqe() {
 fn handback_model_catches_a_missing_from_device_done() {
     static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
     handback_model(Variant::ConsumerWithoutFromDeviceDone, &GOT_BOTH);
+}
+
+/// CQE bytes 0..=61 (everything but the validity count and `num_and_type`).
+type EnhancedBody = [u8; 62];
+
+/// Bytes 62–63 as one little-endian word before the first pass: validity
+/// 0xff (a pass the model never reaches), `num_and_type` 0xf1.
+const HEAD_INIT: u16 = 0xf1ff;
+/// `num_and_type` of a full compressed CQE: seven minis (6 in bits 7:4),
+/// format 3 (bits 3:2).
+const FULL_BLOCK: u8 = (6 << 4) | (3 << 2);
+/// `num_and_type` of a regular CQE: opcode REQ, format 0.
+const REGULAR: u8 = CQE_REQ << 4;
+
+/// The body of the `n`-th enhanced entry ([`body_for`] less byte 62).
+fn enhanced_body_for(n: u16) -> EnhancedBody {
+    let mut body = [0u8; 62];
+    body.copy_from_slice(&body_for(n)[..62]);
+    body
+}
+
+/// The `num_and_type` the device writes for entry `n`: a full block first,
+/// then a regular CQE (the consumer must tell them apart by the word it
+/// read before the barrier).
+fn kind_for(n: u16) -> u8 {
+    if n == 0 {
+        FULL_BLOCK
+    } else {
+        REGULAR
+    }
+}
+
+/// A one-entry CQ in the enhanced layout and its doorbell record.
+struct EnhancedCq {
+    body: UnsafeCell<EnhancedBody>,
+    head: DeviceWord<u16>,
+    set_ci: DeviceWord<u32>,
+}
+
+/// The device writes entry `n` (pass `n`): body, then (release) bytes
+/// 62–63.
+fn device_write_enhanced(cq: &EnhancedCq, n: u16, variant: Variant) {
+    cq.body.with_mut(|body| {
+        // SAFETY: the device owns the slot (initially, or after set_ci
+        // handed it back); loom checks the claim.
+        unsafe { *body = enhanced_body_for(n) }
+    });
+    if variant != Variant::DeviceWithoutRelease {
+        barrier::peer::release_entry();
+    }
+    cq.head
+        .write(u16::from(n as u8) | (u16::from(kind_for(n)) << 8));
+}
+
+/// One look at the slot for consumer index `ci` (one entry: the pass is
+/// `ci`): the kind read with the validity count, and the body, if the
+/// entry is this pass's.
+fn poll_enhanced(cq: &EnhancedCq, ci: u32, variant: Variant) -> Option<(u8, EnhancedBody)> {
+    // 1. Validity count and `num_and_type`, one read.
+    let head = cq.head.read();
+    if head as u8 != ci as u8 {
+        return None;
+    }
+    let kind = (head >> 8) as u8;
+    // 2. The ownership word before the body (Acquire).
+    if variant != Variant::ConsumerWithoutFromDevice {
+        barrier::from_device();
+    }
+    // 3. The body copied out once.
+    Some((
+        kind,
+        cq.body.with(|body| {
+            // SAFETY: a read of device-written ring memory; loom panics if
+            // it is not ordered after the device's write or races its next.
+            unsafe { *body }
+        }),
+    ))
+}
+
+/// Model 3: two entries through one slot, enhanced layout.
+fn enhanced_model(variant: Variant, got_both: &'static AtomicUsize) {
+    loom::model(move || {
+        let cq = Arc::new(EnhancedCq {
+            body: UnsafeCell::new([0; 62]),
+            head: DeviceWord::new(HEAD_INIT),
+            set_ci: DeviceWord::new(0),
+        });
+        let dev = {
+            let cq = Arc::clone(&cq);
+            thread::spawn(move || {
+                device_write_enhanced(&cq, 0, variant);
+                for _ in 0..2 {
+                    if cq.set_ci.read_be() & 0xff_ffff >= 1 {
+                        barrier::peer::acquire_consumer_index();
+                        device_write_enhanced(&cq, 1, variant);
+                        return;
+                    }
+                    loom::thread::yield_now();
+                }
+            })
+        };
+        let mut ci = 0u32;
+        for _ in 0..4 {
+            let Some((kind, body)) = poll_enhanced(&cq, ci, variant) else {
+                loom::thread::yield_now();
+                continue;
+            };
+            assert_eq!(body, enhanced_body_for(ci as u16), "stale body");
+            assert_eq!(kind, kind_for(ci as u16), "kind of another pass");
+            ci += 1;
+            barrier::from_device_done();
+            cq.set_ci.write_be(ci & 0xff_ffff);
+            if ci == 2 {
+                got_both.fetch_add(1, StdOrdering::Relaxed);
+                break;
+            }
+        }
+        dev.join().expect("device thread panicked");
+    });
+}
+
+#[test]
+fn validity_count_handoff_never_exposes_a_stale_entry() {
+    static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
+    enhanced_model(Variant::Correct, &GOT_BOTH);
+    assert!(GOT_BOTH.load(StdOrdering::Relaxed) > 0);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn enhanced_model_catches_a_missing_from_device() {
+    static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
+    enhanced_model(Variant::ConsumerWithoutFromDevice, &GOT_BOTH);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn enhanced_model_catches_a_device_without_release() {
+    static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
+    enhanced_model(Variant::DeviceWithoutRelease, &GOT_BOTH);
 }
