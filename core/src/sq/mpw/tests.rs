@@ -1087,3 +1087,384 @@ fn blueflame_copy_survives_a_fresh_run_that_opens_nothing() {
         );
     }
 }
+
+/// [`compare_paths_with`] over `bursts` bursts through `tx_burst` on
+/// small rings and id rings (8..=64 WQEBBs and ids, so that both fill up
+/// and wrap often), session limits not multiples of a WQEBB, CQE
+/// policies changed between bursts ([`TxQueue::set_cqe_policy`], the same
+/// on both queues), a start one WQEBB before the ring end or the 32-bit
+/// wrap, uniform runs with a refused (too short) packet in them, and a
+/// retire of the last WQE in flight now and then (the tag check right
+/// after a partial burst).
+fn compare_wide<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt, bursts: u64) {
+    let more = [Sge::new(LKEY, 0x9000, 30)];
+    let mut rng = Rng(0x51_7cc1_b727_220a ^ (case + 7).wrapping_mul(0x1000_0000_01b3));
+    let wqe_cnt = rng.pick(&[4usize, 8, 16, 32, 64]);
+    let ids_len = rng.pick(&[1usize, 2, 4, 8, 16, 32, 64]);
+    let policies = [
+        CqePolicy::EverySessions(1),
+        CqePolicy::EverySessions(2),
+        CqePolicy::EverySessions(5),
+        CqePolicy::BurstEnd {
+            packets: 32,
+            wqebbs: 0,
+        },
+        CqePolicy::BurstEnd {
+            packets: 1,
+            wqebbs: 0,
+        },
+        CqePolicy::BurstEnd {
+            packets: 8,
+            wqebbs: 4,
+        },
+    ];
+    let cfg = TxConfig {
+        inline_max: rng.pick(&[0, 64, 64, 100, 268]),
+        max_packets: rng.pick(&[1, 2, 3, 5, 11, 32]),
+        max_inline_bytes: rng.pick(&[64, 128, 200, 320, 924]),
+        max_wqe_bytes: rng.pick(&[48, 112, 176, 256, 400, 512, 960, 1008]),
+        single_inline_max: rng.pick(&[0, 0, 100]),
+        cqe: rng.pick(&policies),
+        unsignaled_ce: rng.pick(&[CompletionMode::OnlyErr, CompletionMode::OnlyFirstErr]),
+    };
+    let start_pi = rng.pick(&[
+        0,
+        wqe_cnt as u32 - 1,
+        wqe_cnt as u32 - 3,
+        0xffff_fffe,
+        0x1_0000 - 5,
+    ]);
+    let min_inline = rng.pick(&[0u8, 18]);
+    let (mem_a, mem_b) = if P::BLUEFLAME {
+        (Mem::with_bf(wqe_cnt), Mem::with_bf(wqe_cnt))
+    } else {
+        (Mem::new(wqe_cnt), Mem::new(wqe_cnt))
+    };
+    let mut lent_a = Lent::new(wqe_cnt);
+    let mut lent_b = Lent::new(wqe_cnt);
+    lent_a.ids.truncate(ids_len);
+    lent_b.ids.truncate(ids_len);
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = &mut lent_a;
+    let mut a: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
+        sq_as(&mem_a, shadow, staging, start_pi, min_inline),
+        ids,
+        cfg,
+    )
+    .expect("a");
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if avx2.is_some() {
+        a.set_avx2(avx2);
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    let _ = avx2;
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = &mut lent_b;
+    let mut b: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
+        sq_as(&mem_b, shadow, staging, start_pi, min_inline),
+        ids,
+        cfg,
+    )
+    .expect("b");
+    // The packet counters too, now and then, just before their 32-bit
+    // wrap (the id slots, the shadow entries' tag `pi - head`).
+    let head0 = rng.pick(&[0u32, 0, 0xffff_fff0, 0x8000_0003]);
+    for c in [&mut a.done.head, &mut a.tail, &mut b.done.head, &mut b.tail] {
+        *c = head0;
+    }
+    let mut queued = std::collections::VecDeque::new();
+    for burst in 0..bursts {
+        if rng.below(6) == 0 {
+            let c = rng.pick(&policies);
+            a.set_cqe_policy(c);
+            b.set_cqe_policy(c);
+        }
+        let n = rng.below(if cfg!(miri) { 12 } else { 40 }) as usize;
+        let uniform = rng.below(2) == 0;
+        let same_len = rng.pick(&[32usize, 60, 64, 64, 64, 100]);
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let len = if uniform {
+                    same_len
+                } else {
+                    random_len(&mut rng)
+                };
+                frame(len, (burst * 31 + i as u64) as u8)
+            })
+            .collect();
+        let pkts = if uniform {
+            uniform_burst(&mut rng, &frames, &more, burst * 1000)
+        } else {
+            random_burst(&mut rng, &frames, &more, burst * 1000)
+        };
+        let short = frame(10, 1);
+        let mut pkts = pkts;
+        // A uniform run after a WQE of its own (the batch's last WQE, the
+        // BlueFlame source, before the run's sessions open).
+        if uniform && rng.below(3) == 0 {
+            if let Some(p) = pkts.first_mut() {
+                *p = match rng.below(3) {
+                    0 => p.with_segments(&more),
+                    1 => p.with_tso(1000, 54),
+                    _ => p.with_vlan(0x0abc),
+                };
+            }
+        }
+        if !pkts.is_empty() && rng.below(4) == 0 {
+            let i = rng.below(pkts.len() as u64) as usize;
+            pkts[i] = Packet::frame(9999, LKEY, &short);
+        }
+        // Half the bursts through `tx_burst`; the others as one batch of
+        // chunks, each through `push_burst` or `push` (the burst path
+        // entered with WQEs closed before it in the batch, or with a
+        // session open, in the ring or staged, and left to `push`).
+        let ka = if rng.below(2) == 0 {
+            a.tx_burst(&pkts)
+        } else {
+            let mut ba = a.start();
+            let mut ka = 0;
+            while ka < pkts.len() {
+                let m = 1 + rng.below((pkts.len() - ka) as u64) as usize;
+                let chunk = &pkts[ka..ka + m];
+                let k = if rng.below(2) == 0 {
+                    ba.push_burst(chunk)
+                } else {
+                    chunk.iter().take_while(|p| ba.push(p).is_ok()).count()
+                };
+                ka += k;
+                if k < m {
+                    break;
+                }
+            }
+            ba.complete();
+            ka
+        };
+        let mut bb = b.start();
+        let kb = pkts.iter().take_while(|p| bb.push(p).is_ok()).count();
+        bb.complete();
+        queued.extend(pkts.iter().take(kb).map(|p| p.id));
+        let what = format!(
+            "{:?} case {case} burst {burst}: {cfg:?} ring {wqe_cnt} ids {ids_len} min_inline {min_inline} start {start_pi:#x} n {n} uniform {uniform} len {same_len}",
+            M::KIND
+        );
+        assert_eq!(ka, kb, "{what}");
+        assert_eq!(format!("{:?}", a.done), format!("{:?}", b.done), "{what}");
+        let (oa, ob) = (observe(&a, &mem_a), observe(&b, &mem_b));
+        if oa != ob {
+            let names = ["ring", "dbrec", "bf", "stats", "pi", "inflight", "shadow"];
+            let diffs = [
+                oa.0 != ob.0,
+                oa.1 != ob.1,
+                oa.2 != ob.2,
+                oa.3 != ob.3,
+                oa.4 != ob.4,
+                oa.5 != ob.5,
+                oa.6 != ob.6,
+            ];
+            let d: Vec<_> = names
+                .iter()
+                .zip(diffs)
+                .filter(|x| x.1)
+                .map(|x| *x.0)
+                .collect();
+            panic!("{what}: differ in {d:?}");
+        }
+        let sq = a.send_queue();
+        let mut starts: Vec<u32> = Vec::new();
+        let mut c = sq.consumer();
+        while c != sq.producer() {
+            starts.push(c);
+            let e = sq.shadow((c & (sq.wqe_cnt() - 1)) as usize).expect("slot");
+            assert!(e.wqebbs() != 0, "{what}: a WQE starts at {c}");
+            c = c.wrapping_add(u32::from(e.wqebbs()));
+        }
+        // A WQEBB in flight that starts no WQE: refused, nothing changes
+        // (its slot may hold an entry of an earlier ring pass).
+        let (ci, pi) = (sq.consumer(), sq.producer());
+        let flight = pi.wrapping_sub(ci);
+        if flight > 0 {
+            let c = ci.wrapping_add(rng.below(u64::from(flight)) as u32);
+            if !starts.contains(&c) {
+                assert_eq!(
+                    a.retire(c as u16, |_| panic!("{what}: nothing retired")),
+                    Err(RetireError::NotWqeStart {
+                        wqe_counter: c as u16
+                    }),
+                    "{what}: {c:#x} is inside a WQE"
+                );
+                assert_eq!(a.send_queue().consumer(), ci, "{what}");
+            }
+        }
+        if !starts.is_empty() && rng.below(2) != 0 {
+            let last = *starts.last().expect("a WQE");
+            let c = if rng.below(4) == 0 {
+                last
+            } else {
+                rng.pick(&starts)
+            };
+            let (mut ga, mut gb) = (Vec::new(), Vec::new());
+            assert_eq!(
+                a.retire(c as u16, |id| ga.push(id)),
+                b.retire(c as u16, |id| gb.push(id)),
+                "{what}"
+            );
+            assert_eq!(ga, gb, "{what}");
+            // The ids of the packets queued, oldest first.
+            let sent: Vec<u64> = queued.drain(..ga.len()).collect();
+            assert_eq!(ga, sent, "{what}");
+            if c == last {
+                assert_eq!((a.packets_in_flight(), queued.len()), (0, 0), "{what}");
+            }
+        }
+    }
+}
+
+/// [`compare_wide`]: `tx_burst` against `push` on the rare combinations
+/// (small, often full id rings and rings; CQE policy changes between
+/// bursts; BlueFlame with `BlueFlameInline` on eMPW; refused packets
+/// inside uniform runs), with and without the AVX2 proof.
+#[test]
+fn burst_path_matches_push_small_rings() {
+    let (cases, bursts) = if cfg!(miri) { (1, 4) } else { (40, 40) };
+    for case in 0..cases {
+        compare_wide::<Empw, DoorbellOnly>(case, None, bursts);
+        compare_wide::<Empw, BlueFlamePreferred>(case, None, bursts);
+        compare_wide::<Empw, BlueFlameInline>(case, None, bursts);
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        if std::is_x86_feature_detected!("avx2") {
+            compare_wide::<Empw, DoorbellOnly>(case, avx2_proof(), bursts);
+            compare_wide::<Empw, BlueFlamePreferred>(case, avx2_proof(), bursts);
+        }
+        compare_wide::<LegacyMpw, BlueFlameInline>(case, None, bursts);
+        compare_wide::<SingleWqe, BlueFlamePreferred>(case, None, bursts);
+    }
+}
+
+/// One-WQE `tx_burst` batches of 64-byte frames on a BlueFlame queue:
+/// a `fresh` session that crosses the ring end (built in the staging area,
+/// copied, wrapping, at its close), then one built in the ring, each
+/// closed for `Complete` by `tx_burst` itself, with a CQE requested at
+/// the burst's end (`BurstEnd`, `request_cqe`'s write into the staging
+/// area) or not (`EverySessions(3)`). The BlueFlame copy must be the
+/// WQE's bytes as in the ring (CE bits included), and everything as
+/// `push` leaves it; with and without the AVX2 proof.
+#[test]
+fn blueflame_copy_of_fresh_sessions_closed_for_complete() {
+    let frames: Vec<Vec<u8>> = (0..4).map(|i| frame(64, 0x40 + i as u8)).collect();
+    let pkts: Vec<Packet<'_>> = (0..4)
+        .map(|i| Packet::frame(i, LKEY, &frames[i as usize]).with_csum())
+        .collect();
+    let policies = [
+        (
+            CqePolicy::BurstEnd {
+                packets: 0,
+                wqebbs: 1,
+            },
+            CompletionMode::Always,
+        ),
+        (CqePolicy::EverySessions(3), CompletionMode::OnlyFirstErr),
+    ];
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    let avx2s: Vec<Avx2Opt> = if std::is_x86_feature_detected!("avx2") {
+        vec![None, avx2_proof()]
+    } else {
+        vec![None]
+    };
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    let avx2s: Vec<Avx2Opt> = vec![None];
+    for avx2 in avx2s {
+        for (cqe, ce) in policies {
+            let cfg = TxConfig {
+                cqe,
+                unsignaled_ce: CompletionMode::OnlyFirstErr,
+                ..TxConfig::new()
+            };
+            let what = format!("{cqe:?} avx2 {}", avx2.is_some());
+            let (mem_a, mem_b) = (Mem::with_bf(16), Mem::with_bf(16));
+            let (mut lent_a, mut lent_b) = (Lent::new(16), Lent::new(16));
+            let Lent {
+                shadow,
+                staging,
+                ids,
+            } = &mut lent_a;
+            let mut a: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
+                TxQueue::new(sq_as(&mem_a, shadow, staging, 14, 0), ids, cfg).expect("a");
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            if avx2.is_some() {
+                a.set_avx2(avx2);
+            }
+            let Lent {
+                shadow,
+                staging,
+                ids,
+            } = &mut lent_b;
+            let mut b: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
+                TxQueue::new(sq_as(&mem_b, shadow, staging, 14, 0), ids, cfg).expect("b");
+            // Two frames: 2 + 2 × 5 = 12 DS, 3 WQEBBs: 14, 15, 0 (across
+            // the end), then 17, 18, 19 (in the ring).
+            for (burst, pi) in [(&pkts[..2], 14u32), (&pkts[2..], 17)] {
+                let ka = a.tx_burst(burst);
+                let mut bb = b.start();
+                let kb = burst.iter().take_while(|p| bb.push(p).is_ok()).count();
+                bb.complete();
+                assert_eq!((ka, kb), (2, 2), "{what}");
+                assert_eq!(a.send_queue().producer(), pi + 3, "{what}");
+                assert!(observe(&a, &mem_a) == observe(&b, &mem_b), "{what} at {pi}");
+                let ring = mem_a.ring();
+                let w = wqe_at(&ring, pi);
+                assert_eq!((w.ds, w.ce, w.descs.len()), (12, ce.raw(), 2), "{what}");
+                // The WQE as the device sees it in the ring, unwrapped.
+                let bytes: Vec<u8> = (0..192)
+                    .map(|i| ring[(pi as usize * 64 + i) % ring.len()])
+                    .collect();
+                let bf = mem_a.bf();
+                assert!(
+                    bf[..192] == bytes[..] || bf[256..448] == bytes[..],
+                    "{what}: the BlueFlame copy of the WQE at {pi}"
+                );
+            }
+        }
+    }
+}
+
+/// A `tx_burst` of 64-byte frames whose free ids wrap around the id ring's
+/// end (`id_run` stops the `fresh` run there; the session stays open and
+/// the general loop goes on with the ids from slot 0) and then run out:
+/// as many packets as free ids, the ids given back by `retire` in order,
+/// everything as `push` leaves it.
+#[test]
+fn fresh_run_across_the_id_ring_end() {
+    let frames: Vec<Vec<u8>> = (0..12).map(|i| frame(64, i as u8)).collect();
+    let pkts: Vec<Packet<'_>> = (0..12)
+        .map(|i| Packet::frame(100 + i, LKEY, &frames[i as usize]))
+        .collect();
+    let (mem_a, mem_b) = (Mem::new(64), Mem::new(64));
+    let (mut lent_a, mut lent_b) = (Lent::new(64), Lent::new(64));
+    lent_a.ids.truncate(8);
+    lent_b.ids.truncate(8);
+    let mut a: Q<'_, Empw> = txq(&mem_a, &mut lent_a, 0, TxConfig::new());
+    let mut b: Q<'_, Empw> = txq(&mem_b, &mut lent_b, 0, TxConfig::new());
+    // Six packets in flight and retired: the id ring's head at slot 6.
+    assert_eq!(a.tx_burst(&pkts[..6]), 6);
+    assert_eq!(b.tx_burst(&pkts[..6]), 6);
+    assert_eq!(a.retire(0, |_| {}), Ok(6));
+    assert_eq!(b.retire(0, |_| {}), Ok(6));
+    // Slots 6, 7, then 0..=5: eight of the twelve.
+    let ka = a.tx_burst(&pkts);
+    let mut bb = b.start();
+    let kb = pkts.iter().take_while(|p| bb.push(p).is_ok()).count();
+    bb.complete();
+    assert_eq!((ka, kb), (8, 8));
+    assert!(observe(&a, &mem_a) == observe(&b, &mem_b));
+    let w = wqes(&mem_a, 8, a.send_queue().producer());
+    assert_eq!(w.len(), 1, "one session of eight frames");
+    let mut got = Vec::new();
+    assert_eq!(a.retire(8, |id| got.push(id)), Ok(8));
+    assert_eq!(got, (100..108).collect::<Vec<_>>());
+}
