@@ -138,6 +138,37 @@ fn txq<'a, M: TxMode>(mem: &'a Mem, lent: &'a mut Lent, start_pi: u32, cfg: TxCo
     TxQueue::new(sq(mem, shadow, staging, start_pi, 0), ids, cfg).expect("tx queue")
 }
 
+/// A Tx queue of doorbell policy `P` over `mem` and `lent` (its id ring
+/// cut to `ids_len`), given the AVX2 proof `avx2` if any.
+fn txq_as<'a, P: DoorbellPolicy, M: TxMode>(
+    mem: &'a Mem,
+    lent: &'a mut Lent,
+    ids_len: usize,
+    (start_pi, min_inline): (u32, u8),
+    cfg: TxConfig,
+    avx2: Avx2Opt,
+) -> TxQueue<'a, P, RawPacketQp, M> {
+    lent.ids.truncate(ids_len);
+    let Lent {
+        shadow,
+        staging,
+        ids,
+    } = lent;
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_feature = "sse2")),
+        expect(unused_mut, reason = "no AVX2 proof on this target")
+    )]
+    let mut q = TxQueue::new(sq_as(mem, shadow, staging, start_pi, min_inline), ids, cfg)
+        .expect("tx queue");
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if avx2.is_some() {
+        q.set_avx2(avx2);
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    let _ = avx2;
+    q
+}
+
 /// A frame whose bytes start with `seed`.
 fn frame(len: usize, seed: u8) -> Vec<u8> {
     (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
@@ -911,38 +942,10 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
     } else {
         (Mem::new(wqe_cnt), Mem::new(wqe_cnt))
     };
-    let mut lent_a = Lent::new(wqe_cnt);
-    let mut lent_b = Lent::new(wqe_cnt);
-    lent_a.ids.truncate(ids_len);
-    lent_b.ids.truncate(ids_len);
-    let Lent {
-        shadow,
-        staging,
-        ids,
-    } = &mut lent_a;
-    let mut a: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
-        sq_as(&mem_a, shadow, staging, start_pi, min_inline),
-        ids,
-        cfg,
-    )
-    .expect("a");
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if avx2.is_some() {
-        a.set_avx2(avx2);
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    let _ = avx2;
-    let Lent {
-        shadow,
-        staging,
-        ids,
-    } = &mut lent_b;
-    let mut b: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
-        sq_as(&mem_b, shadow, staging, start_pi, min_inline),
-        ids,
-        cfg,
-    )
-    .expect("b");
+    let (mut lent_a, mut lent_b) = (Lent::new(wqe_cnt), Lent::new(wqe_cnt));
+    let at = (start_pi, min_inline);
+    let mut a = txq_as::<P, M>(&mem_a, &mut lent_a, ids_len, at, cfg, avx2);
+    let mut b = txq_as::<P, M>(&mem_b, &mut lent_b, ids_len, at, cfg, None);
     for burst in 0..12u64 {
         let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
         // One burst in three is uniform, as a benchmark's: frames of one
@@ -1032,22 +1035,11 @@ fn blueflame_copy_survives_a_fresh_run_that_opens_nothing() {
     for (wqe_cnt, ids_len) in [(64usize, 32usize), (16, 1024)] {
         let (mem_a, mem_b) = (Mem::with_bf(wqe_cnt), Mem::with_bf(wqe_cnt));
         let (mut lent_a, mut lent_b) = (Lent::new(wqe_cnt), Lent::new(wqe_cnt));
-        lent_a.ids.truncate(ids_len);
-        lent_b.ids.truncate(ids_len);
-        let Lent {
-            shadow,
-            staging,
-            ids,
-        } = &mut lent_a;
+        let cfg = TxConfig::new();
         let mut a: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
-            TxQueue::new(sq_as(&mem_a, shadow, staging, 0, 18), ids, TxConfig::new()).expect("a");
-        let Lent {
-            shadow,
-            staging,
-            ids,
-        } = &mut lent_b;
+            txq_as(&mem_a, &mut lent_a, ids_len, (0, 18), cfg, None);
         let mut b: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
-            TxQueue::new(sq_as(&mem_b, shadow, staging, 0, 18), ids, TxConfig::new()).expect("b");
+            txq_as(&mem_b, &mut lent_b, ids_len, (0, 18), cfg, None);
         // Fill the queue up to one id (or to a ring with room for the SEND
         // WQE only), then the two-packet burst.
         let fill: Vec<Packet<'_>> = if ids_len == 32 {
@@ -1140,38 +1132,10 @@ fn compare_wide<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt, bursts: 
     } else {
         (Mem::new(wqe_cnt), Mem::new(wqe_cnt))
     };
-    let mut lent_a = Lent::new(wqe_cnt);
-    let mut lent_b = Lent::new(wqe_cnt);
-    lent_a.ids.truncate(ids_len);
-    lent_b.ids.truncate(ids_len);
-    let Lent {
-        shadow,
-        staging,
-        ids,
-    } = &mut lent_a;
-    let mut a: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
-        sq_as(&mem_a, shadow, staging, start_pi, min_inline),
-        ids,
-        cfg,
-    )
-    .expect("a");
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    if avx2.is_some() {
-        a.set_avx2(avx2);
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    let _ = avx2;
-    let Lent {
-        shadow,
-        staging,
-        ids,
-    } = &mut lent_b;
-    let mut b: TxQueue<'_, P, RawPacketQp, M> = TxQueue::new(
-        sq_as(&mem_b, shadow, staging, start_pi, min_inline),
-        ids,
-        cfg,
-    )
-    .expect("b");
+    let (mut lent_a, mut lent_b) = (Lent::new(wqe_cnt), Lent::new(wqe_cnt));
+    let at = (start_pi, min_inline);
+    let mut a = txq_as::<P, M>(&mem_a, &mut lent_a, ids_len, at, cfg, avx2);
+    let mut b = txq_as::<P, M>(&mem_b, &mut lent_b, ids_len, at, cfg, None);
     // The packet counters too, now and then, just before their 32-bit
     // wrap (the id slots, the shadow entries' tag `pi - head`).
     let head0 = rng.pick(&[0u32, 0, 0xffff_fff0, 0x8000_0003]);
@@ -1388,24 +1352,10 @@ fn blueflame_copy_of_fresh_sessions_closed_for_complete() {
             let what = format!("{cqe:?} avx2 {}", avx2.is_some());
             let (mem_a, mem_b) = (Mem::with_bf(16), Mem::with_bf(16));
             let (mut lent_a, mut lent_b) = (Lent::new(16), Lent::new(16));
-            let Lent {
-                shadow,
-                staging,
-                ids,
-            } = &mut lent_a;
             let mut a: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
-                TxQueue::new(sq_as(&mem_a, shadow, staging, 14, 0), ids, cfg).expect("a");
-            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-            if avx2.is_some() {
-                a.set_avx2(avx2);
-            }
-            let Lent {
-                shadow,
-                staging,
-                ids,
-            } = &mut lent_b;
+                txq_as(&mem_a, &mut lent_a, 1024, (14, 0), cfg, avx2);
             let mut b: TxQueue<'_, BlueFlamePreferred, RawPacketQp, Empw> =
-                TxQueue::new(sq_as(&mem_b, shadow, staging, 14, 0), ids, cfg).expect("b");
+                txq_as(&mem_b, &mut lent_b, 1024, (14, 0), cfg, None);
             // Two frames: 2 + 2 × 5 = 12 DS, 3 WQEBBs: 14, 15, 0 (across
             // the end), then 17, 18, 19 (in the ring).
             for (burst, pi) in [(&pkts[..2], 14u32), (&pkts[2..], 17)] {
