@@ -166,24 +166,56 @@ fn handoff_model_catches_a_device_without_release() {
     handoff_model(Variant::DeviceWithoutRelease, &GOT);
 }
 
-/// Model 2: two completions through one slot. The consumer takes the first,
-/// hands the slot back with `set_ci = 1`, and polls for the second; the
-/// device writes the second only after it has seen `set_ci = 1`.
-fn handback_model(variant: Variant, got_both: &'static AtomicUsize) {
+/// A one-entry CQ as models 2 and 3 drive it: the device's write of entry
+/// `n` (pass `n`), one consumer look at consumer index `ci`, what entry
+/// `n` must read as, and the doorbell record.
+trait Slot: 'static {
+    /// What one look returns.
+    type Seen: PartialEq + core::fmt::Debug;
+    /// The device writes entry `n`.
+    fn device_write(&self, n: u16, variant: Variant);
+    /// One consumer look: what it read, if the entry is this pass's.
+    fn poll(&self, ci: u32, variant: Variant) -> Option<Self::Seen>;
+    /// What entry `n` must read as.
+    fn expected(n: u16) -> Self::Seen;
+    /// The doorbell record the consumer frees the slot with.
+    fn set_ci(&self) -> &DeviceWord<u32>;
+}
+
+impl Slot for Cq {
+    type Seen = CqeBody;
+    fn device_write(&self, n: u16, variant: Variant) {
+        device_write_cqe(self, n, variant);
+    }
+    fn poll(&self, ci: u32, variant: Variant) -> Option<CqeBody> {
+        poll_once(self, ci, variant)
+    }
+    fn expected(n: u16) -> CqeBody {
+        body_for(n)
+    }
+    fn set_ci(&self) -> &DeviceWord<u32> {
+        &self.set_ci
+    }
+}
+
+/// Models 2 and 3: two entries through one slot. The consumer takes the
+/// first, hands the slot back with `set_ci = 1`, and polls for the second;
+/// the device writes the second only after it has seen `set_ci = 1`.
+fn handback_model<C: Slot>(new: fn() -> C, variant: Variant, got_both: &'static AtomicUsize) {
     loom::model(move || {
-        let cq = Arc::new(Cq::new());
+        let cq = Arc::new(new());
         let dev = {
             let cq = Arc::clone(&cq);
             thread::spawn(move || {
-                device_write_cqe(&cq, 0, variant);
+                cq.device_write(0, variant);
                 // The device reads set_ci (one DMA read per look) and reuses
                 // the slot only once the consumer has freed it.
                 for _ in 0..2 {
-                    if cq.set_ci.read_be() & 0xff_ffff >= 1 {
+                    if cq.set_ci().read_be() & 0xff_ffff >= 1 {
                         // set_ci before the slot's reuse (Acquire; pairs with
                         // the consumer's from_device_done).
                         barrier::peer::acquire_consumer_index();
-                        device_write_cqe(&cq, 1, variant);
+                        cq.device_write(1, variant);
                         return;
                     }
                     loom::thread::yield_now();
@@ -192,11 +224,11 @@ fn handback_model(variant: Variant, got_both: &'static AtomicUsize) {
         };
         let mut ci = 0u32;
         for _ in 0..4 {
-            let Some(body) = poll_once(&cq, ci, variant) else {
+            let Some(seen) = cq.poll(ci, variant) else {
                 loom::thread::yield_now();
                 continue;
             };
-            assert_eq!(body, body_for(ci as u16), "consumer read a stale CQE body");
+            assert_eq!(seen, C::expected(ci as u16), "consumer read a stale entry");
             ci += 1;
             // Every read of the consumed entry before the write that frees
             // its slot (Release; the device's acquire_consumer_index is the
@@ -204,7 +236,7 @@ fn handback_model(variant: Variant, got_both: &'static AtomicUsize) {
             if variant != Variant::ConsumerWithoutFromDeviceDone {
                 barrier::from_device_done();
             }
-            cq.set_ci.write_be(ci & 0xff_ffff);
+            cq.set_ci().write_be(ci & 0xff_ffff);
             if ci == 2 {
                 got_both.fetch_add(1, StdOrdering::Relaxed);
                 break;
@@ -217,7 +249,7 @@ fn handback_model(variant: Variant, got_both: &'static AtomicUsize) {
 #[test]
 fn slot_handback_never_races_the_next_cqe() {
     static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
-    handback_model(Variant::Correct, &GOT_BOTH);
+    handback_model(Cq::new, Variant::Correct, &GOT_BOTH);
     assert!(GOT_BOTH.load(StdOrdering::Relaxed) > 0);
 }
 
@@ -225,7 +257,7 @@ fn slot_handback_never_races_the_next_cqe() {
 #[should_panic(expected = "Causality violation")]
 fn handback_model_catches_a_missing_from_device_done() {
     static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
-    handback_model(Variant::ConsumerWithoutFromDeviceDone, &GOT_BOTH);
+    handback_model(Cq::new, Variant::ConsumerWithoutFromDeviceDone, &GOT_BOTH);
 }
 
 /// CQE bytes 0..=61 (everything but the validity count and `num_and_type`).
@@ -305,52 +337,38 @@ fn poll_enhanced(cq: &EnhancedCq, ci: u32, variant: Variant) -> Option<(u8, Enha
     ))
 }
 
-/// Model 3: two entries through one slot, enhanced layout.
-fn enhanced_model(variant: Variant, got_both: &'static AtomicUsize) {
-    loom::model(move || {
-        let cq = Arc::new(EnhancedCq {
+impl EnhancedCq {
+    fn new() -> Self {
+        Self {
             body: UnsafeCell::new([0; 62]),
             head: DeviceWord::new(HEAD_INIT),
             set_ci: DeviceWord::new(0),
-        });
-        let dev = {
-            let cq = Arc::clone(&cq);
-            thread::spawn(move || {
-                device_write_enhanced(&cq, 0, variant);
-                for _ in 0..2 {
-                    if cq.set_ci.read_be() & 0xff_ffff >= 1 {
-                        barrier::peer::acquire_consumer_index();
-                        device_write_enhanced(&cq, 1, variant);
-                        return;
-                    }
-                    loom::thread::yield_now();
-                }
-            })
-        };
-        let mut ci = 0u32;
-        for _ in 0..4 {
-            let Some((kind, body)) = poll_enhanced(&cq, ci, variant) else {
-                loom::thread::yield_now();
-                continue;
-            };
-            assert_eq!(body, enhanced_body_for(ci as u16), "stale body");
-            assert_eq!(kind, kind_for(ci as u16), "kind of another pass");
-            ci += 1;
-            barrier::from_device_done();
-            cq.set_ci.write_be(ci & 0xff_ffff);
-            if ci == 2 {
-                got_both.fetch_add(1, StdOrdering::Relaxed);
-                break;
-            }
         }
-        dev.join().expect("device thread panicked");
-    });
+    }
+}
+
+/// Model 3: [`handback_model`] on the enhanced layout's slot: the kind
+/// (read with the validity count) and the body of each pass.
+impl Slot for EnhancedCq {
+    type Seen = (u8, EnhancedBody);
+    fn device_write(&self, n: u16, variant: Variant) {
+        device_write_enhanced(self, n, variant);
+    }
+    fn poll(&self, ci: u32, variant: Variant) -> Option<(u8, EnhancedBody)> {
+        poll_enhanced(self, ci, variant)
+    }
+    fn expected(n: u16) -> (u8, EnhancedBody) {
+        (kind_for(n), enhanced_body_for(n))
+    }
+    fn set_ci(&self) -> &DeviceWord<u32> {
+        &self.set_ci
+    }
 }
 
 #[test]
 fn validity_count_handoff_never_exposes_a_stale_entry() {
     static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
-    enhanced_model(Variant::Correct, &GOT_BOTH);
+    handback_model(EnhancedCq::new, Variant::Correct, &GOT_BOTH);
     assert!(GOT_BOTH.load(StdOrdering::Relaxed) > 0);
 }
 
@@ -358,12 +376,16 @@ fn validity_count_handoff_never_exposes_a_stale_entry() {
 #[should_panic(expected = "Causality violation")]
 fn enhanced_model_catches_a_missing_from_device() {
     static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
-    enhanced_model(Variant::ConsumerWithoutFromDevice, &GOT_BOTH);
+    handback_model(
+        EnhancedCq::new,
+        Variant::ConsumerWithoutFromDevice,
+        &GOT_BOTH,
+    );
 }
 
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn enhanced_model_catches_a_device_without_release() {
     static GOT_BOTH: AtomicUsize = AtomicUsize::new(0);
-    enhanced_model(Variant::DeviceWithoutRelease, &GOT_BOTH);
+    handback_model(EnhancedCq::new, Variant::DeviceWithoutRelease, &GOT_BOTH);
 }
