@@ -11,7 +11,7 @@
 use super::CompletionSummary;
 use crate::prm::{
     Be32, CqArmWord, Cqe64, MiniCqeArray, SopDropQpn, SrqnUidx, CQE_INVALIDATE, CQ_CI_MASK,
-    ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
+    ENHANCED_FULL_BLOCK, ENHANCED_MAX_MINIS, ENHANCED_NUM_AND_TYPE_MASK, MINI_CQE_ARRAY_SIZE,
 };
 use core::ptr::NonNull;
 
@@ -399,10 +399,10 @@ const BLOCK_STEP: usize = ENHANCED_MAX_MINIS;
 /// low, `num_and_type` (`op_own`) high. A full block's `num_and_type` (N −
 /// 1 = 6, format 3; PRM-FACTS §10.5), before the pass's validity byte is
 /// or-ed in.
-const FULL_HEAD: u16 = (((ENHANCED_MAX_MINIS as u16 - 1) << 4) | 0x0c) << 8;
-/// The bits of [`FULL_HEAD`] compared: all but `num_and_type` bits 1–0
-/// (not used in this layout).
-const HEAD_MASK: u16 = 0xfcff;
+const FULL_HEAD: u16 = (ENHANCED_FULL_BLOCK as u16) << 8;
+/// The bits of [`FULL_HEAD`] compared: the validity byte and the bits of
+/// `num_and_type` the layout defines.
+const HEAD_MASK: u16 = ((ENHANCED_NUM_AND_TYPE_MASK as u16) << 8) | 0xff;
 
 /// An entry of a [`BlockRun`] by its ownership bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

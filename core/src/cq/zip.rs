@@ -42,7 +42,8 @@ use super::mem::{store_summary, ArrayRun, BlockRun, CqeCopy, SizedRing};
 use super::{CompletionSummary, Cq, Origin, PollError, WorkQueues};
 use crate::prm::{
     Be16, Be32, Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt,
-    OpOwn, SopDropQpn, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
+    OpOwn, SopDropQpn, WcStatus, ENHANCED_FULL_BLOCK, ENHANCED_MAX_MINIS,
+    ENHANCED_NUM_AND_TYPE_MASK, MINI_CQE_ARRAY_SIZE,
 };
 
 /// The CQ's compression layout (`cqe_comp_layout`).
@@ -217,8 +218,7 @@ pub(crate) struct Session {
 /// 3–2 = 3; bits 1–0 not used).
 #[inline(always)]
 pub(crate) fn is_full_block(copy: CqeCopy) -> bool {
-    const FULL: u8 = ((ENHANCED_MAX_MINIS as u8 - 1) << 4) | 0x0f;
-    copy.to_cqe().op_own.into_bits() | 0x03 == FULL
+    copy.to_cqe().op_own.into_bits() & ENHANCED_NUM_AND_TYPE_MASK == ENHANCED_FULL_BLOCK
 }
 
 /// The number of minis an enhanced compressed CQE declares.

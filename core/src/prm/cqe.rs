@@ -527,6 +527,12 @@ impl MiniCqe {
 pub const MINI_CQE_ARRAY_SIZE: usize = 8;
 /// Mini-CQEs in one enhanced-layout compressed CQE.
 pub const ENHANCED_MAX_MINIS: usize = 7;
+/// `num_and_type` (byte 63) of a full enhanced-layout compressed CQE: N − 1
+/// = 6 in bits 7–4, format 3 (compressed) in bits 3–2 (PRM-FACTS §10.5).
+pub(crate) const ENHANCED_FULL_BLOCK: u8 = ((ENHANCED_MAX_MINIS as u8 - 1) << 4) | (3 << 2);
+/// The bits of an enhanced compressed CQE's `num_and_type` the layout
+/// defines (bits 1–0 are not used).
+pub(crate) const ENHANCED_NUM_AND_TYPE_MASK: u8 = 0xfc;
 /// Initial value of the validity iteration count byte (`MLX5_CQE_VIC_INIT`).
 pub const CQE_VIC_INIT: u8 = 0xff;
 /// `op_own` software writes into fresh CQEs: opcode INVALID, owner 1, so the
