@@ -2,7 +2,7 @@
 //! through `TxQueue::tx_burst` on a raw Ethernet queue (eMPW inline, eMPW
 //! pointer, one SEND WQE per packet); see [`measured_tx_burst32_empw`].
 
-use mlx5dp::sq::mpw::{Empw, Packet, SingleWqe, TxConfig, TxMode, TxQueue};
+use mlx5dp::sq::mpw::{Empw, Packet, SingleWqe, TxConfig, TxFrame, TxMode, TxOffload, TxQueue};
 use mlx5dp::sq::{DoorbellOnly, QpType, RawPacketQp, SqConfig};
 
 use crate::sq::{leak_queue, FRAME64, LKEY, QPN};
@@ -40,11 +40,28 @@ fn burst_short(n: usize) -> ! {
 #[inline(never)]
 pub fn measured_tx_burst32_empw(
     q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, Empw>,
-    pkts: &[Packet<'static>; BURST],
+    burst: &Burst,
     n: u64,
 ) {
     for _ in 0..n / BURST as u64 {
-        let k = q.tx_burst(pkts);
+        let k = q.tx_burst(&burst.pkts);
+        if k != BURST {
+            burst_short(k);
+        }
+    }
+}
+
+/// The same 32 frames as [`TxFrame`]s through `TxQueue::tx_frames` (no
+/// offload): the burst path with only the frame's length to test per
+/// packet. Counted as in [`measured_tx_burst32_empw`].
+#[inline(never)]
+pub fn measured_tx_frames32_empw(
+    q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, Empw>,
+    burst: &Burst,
+    n: u64,
+) {
+    for _ in 0..n / BURST as u64 {
+        let k = q.tx_frames(&TxOffload::NONE, &burst.frames);
         if k != BURST {
             burst_short(k);
         }
@@ -59,32 +76,44 @@ pub fn measured_tx_burst32_empw(
 #[inline(never)]
 pub fn measured_tx_burst32_single(
     q: &mut TxQueue<'static, DoorbellOnly, RawPacketQp, SingleWqe>,
-    pkts: &[Packet<'static>; BURST],
+    burst: &Burst,
     n: u64,
 ) {
     for _ in 0..n / BURST as u64 {
-        let k = q.tx_burst(pkts);
+        let k = q.tx_burst(&burst.pkts);
         if k != BURST {
             burst_short(k);
         }
     }
 }
 
+/// One burst of the `tx/*` scenarios, as packets and as frames.
+pub struct Burst {
+    /// The frames as `Packet::frame`s.
+    pub pkts: [Packet<'static>; BURST],
+    /// The frames as [`TxFrame`]s.
+    pub frames: [TxFrame<'static>; BURST],
+}
+
 /// 32 distinct 64-byte frames (the [`FRAME64`] header, a per-frame byte
 /// in the payload), at consecutive 64-byte slots of one leaked buffer, as
-/// `Packet::frame`s with ids 0..32. Built once; every burst posts them.
-fn tx_packets() -> &'static [Packet<'static>; BURST] {
+/// `Packet::frame`s and `TxFrame`s with ids 0..32. Built once; every
+/// burst posts them.
+fn tx_burst_of_frames() -> &'static Burst {
     let frames: &'static mut [[u8; 64]] = Box::leak(vec![FRAME64; BURST].into_boxed_slice());
     for (i, f) in (0u8..).zip(frames.iter_mut()) {
         f[20] = i;
     }
     let frames: &'static [[u8; 64]] = frames;
-    let mut v = Vec::with_capacity(BURST);
-    for (i, f) in (0u64..).zip(frames.iter()) {
-        v.push(Packet::frame(i, LKEY, f));
-    }
-    let arr: [Packet<'static>; BURST] = v.try_into().expect("32 packets");
-    Box::leak(Box::new(arr))
+    let frames: Vec<TxFrame<'static>> = (0u64..)
+        .zip(frames.iter())
+        .map(|(i, f)| TxFrame::new(i, LKEY, f))
+        .collect();
+    let pkts: Vec<Packet<'static>> = frames.iter().map(|f| f.packet(&TxOffload::NONE)).collect();
+    Box::leak(Box::new(Burst {
+        pkts: pkts.try_into().expect("32 packets"),
+        frames: frames.try_into().expect("32 frames"),
+    }))
 }
 
 /// A `tx/*` scenario: one `TxQueue` of mode `M` and its burst.
@@ -92,11 +121,10 @@ struct TxScenario<M: TxMode> {
     name: &'static str,
     symbol: &'static str,
     q: TxQueue<'static, DoorbellOnly, RawPacketQp, M>,
-    pkts: &'static [Packet<'static>; BURST],
+    burst: &'static Burst,
     /// WQEBBs one burst takes (measured once by a warm-up burst).
     bbs_per_burst: u32,
-    measured:
-        fn(&mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>, &[Packet<'static>; BURST], u64),
+    measured: fn(&mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>, &Burst, u64),
 }
 
 /// Retires every WQE of `q` in flight (the device's side): finds the last
@@ -128,28 +156,24 @@ impl<M: TxMode> TxScenario<M> {
         name: &'static str,
         symbol: &'static str,
         cfg: TxConfig,
-        measured: fn(
-            &mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>,
-            &[Packet<'static>; BURST],
-            u64,
-        ),
+        measured: fn(&mut TxQueue<'static, DoorbellOnly, RawPacketQp, M>, &Burst, u64),
     ) -> Self {
         let mut config = SqConfig::new(QpType::RawPacket, QPN, 64, 4);
         config.eth_min_inline = 18;
         let sq = leak_queue::<DoorbellOnly, RawPacketQp>(config);
         let ids: &'static mut [u64] = Box::leak(vec![0u64; 1024].into_boxed_slice());
         let mut q = TxQueue::new(sq, ids, cfg).expect("tx queue");
-        let pkts = tx_packets();
+        let burst = tx_burst_of_frames();
         // Warm-up burst (setup, not measured): how many WQEBBs a burst takes.
         let before = q.send_queue().producer();
-        assert_eq!(q.tx_burst(pkts), BURST, "{name}: warm-up burst");
+        assert_eq!(q.tx_burst(&burst.pkts), BURST, "{name}: warm-up burst");
         let bbs_per_burst = q.send_queue().producer().wrapping_sub(before);
         retire_tx(&mut q);
         Self {
             name,
             symbol,
             q,
-            pkts,
+            burst,
             bbs_per_burst,
             measured,
         }
@@ -175,7 +199,7 @@ impl<M: TxMode> Scenario for TxScenario<M> {
         u64::from(bursts) * BURST as u64
     }
     fn measured(&mut self, n: u64) {
-        (self.measured)(&mut self.q, self.pkts, n);
+        (self.measured)(&mut self.q, self.burst, n);
     }
 }
 
@@ -196,6 +220,21 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
                 ..TxConfig::new()
             },
             measured_tx_burst32_empw,
+        )),
+        Box::new(TxScenario::<Empw>::new(
+            "tx/empw_inline64_frames32",
+            "*measured_tx_frames32_empw*",
+            TxConfig::new(),
+            measured_tx_frames32_empw,
+        )),
+        Box::new(TxScenario::<Empw>::new(
+            "tx/empw_ptr64_frames32",
+            "*measured_tx_frames32_empw*",
+            TxConfig {
+                inline_max: 0,
+                ..TxConfig::new()
+            },
+            measured_tx_frames32_empw,
         )),
         Box::new(TxScenario::<SingleWqe>::new(
             "tx/single_wqe64_burst32",

@@ -117,11 +117,14 @@
 use super::{
     copy_frame, ctrl_bits, ctrl_seg, data_seg, in_flight, inline_header, max_packets_of, mpw,
     tx_entry, tx_shadow, tx_wr_id, wq_counter16, CloseReason, Desc, DoorbellPolicy, Open, Out,
-    Packet, PacketBuf, Pending, QpKind, TxBatch, TxKind, TxMode, TxOffload, TxQueue, CTRL_FM_CE_SE,
-    FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS, STAGE_BYTES,
+    Packet, PacketBuf, Pending, QpKind, TxBatch, TxFrame, TxKind, TxMode, TxOffload, TxQueue,
+    CTRL_FM_CE_SE, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS, STAGE_BYTES,
 };
 use crate::prm::ETH_L2_INLINE_HEADER_SIZE;
 use crate::ring::WqebbRing;
+
+/// Frames [`TxBatch::push_frames_as`] builds into packets at a time.
+const FRAME_CHUNK: usize = 32;
 
 /// Longest frame [`TxBatch::push`] accepts (`TxError::BadLength` beyond).
 const MAX_LEN: usize = (u32::MAX >> 1) as usize;
@@ -132,13 +135,13 @@ const MAX_LEN: usize = (u32::MAX >> 1) as usize;
 /// contiguous run and no id needs the mask. `None` if `ids` is not the
 /// power-of-two id ring the queue checked at construction.
 #[inline(always)]
-fn id_run<'p, 'd, 'i>(
-    pkts: &'p [Packet<'d>],
+fn id_run<'p, 'i, T>(
+    pkts: &'p [T],
     ids: &'i mut [u64],
     head: u32,
     tail: u32,
     limit: usize,
-) -> Option<(&'p [Packet<'d>], &'i mut [u64])> {
+) -> Option<(&'p [T], &'i mut [u64])> {
     let cap = ids.len();
     let slot0 = head as usize & cap.wrapping_sub(1);
     let free = cap.saturating_sub(in_flight(head, tail) as usize);
@@ -181,19 +184,73 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// took.
     #[inline(always)]
     fn fresh_run<const END: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
-        match (pkts.first().map(|p| p.buf), self.inline_limit()) {
+        match pkts.first() {
+            Some(p0) => self.fresh_run_of::<Packet<'_>, END>(pkts, &p0.offload),
+            None => 0,
+        }
+    }
+
+    /// [`TxBatch::fresh_run`] of packets of type `T`, `offload` the first
+    /// one's offload values.
+    #[inline(always)]
+    pub(super) fn fresh_run_of<T: FreshPkt, const END: bool>(
+        &mut self,
+        pkts: &[T],
+        offload: &TxOffload,
+    ) -> usize {
+        match (pkts.first().map(|p| p.buf()), self.inline_limit()) {
             (Some(PacketBuf::Frame(f)), lim) if f.data.len() == 64 && lim >= 64 => {
                 // With AVX2 if the queue has the proof (`burst_avx2`).
                 match avx2_of(&self.q.sq) {
                     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-                    Some(t) => super::burst_avx2::fresh64::<END, P, Q, M>(t, self, pkts),
-                    _ => self.fresh::<Inline64, END>(pkts),
+                    Some(t) => {
+                        super::burst_avx2::fresh64::<T, END, P, Q, M>(t, self, pkts, offload)
+                    }
+                    _ => self.fresh::<T, Inline64, END>(pkts, offload),
                 }
             }
-            (Some(PacketBuf::Frame(_)), 0) => self.fresh::<Ptrs<true>, END>(pkts),
-            (Some(PacketBuf::Ptr(_)), 0) => self.fresh::<Ptrs<false>, END>(pkts),
+            (Some(PacketBuf::Frame(_)), 0) => self.fresh::<T, Ptrs<true>, END>(pkts, offload),
+            (Some(PacketBuf::Ptr(_)), 0) => self.fresh::<T, Ptrs<false>, END>(pkts, offload),
             _ => 0,
         }
+    }
+
+    /// [`TxBatch::push_burst_as`] of `frames` as the packets of offload
+    /// values `offload` ([`TxQueue::tx_frames`]): with no session open on
+    /// an eMPW queue, [`TxBatch::fresh`] takes the frames themselves;
+    /// the rest are built into packets on the stack, [`FRAME_CHUNK`] at a
+    /// time, for `push_burst_as` (`END` for the chunk that ends the
+    /// burst).
+    pub(super) fn push_frames_as<const END: bool>(
+        &mut self,
+        offload: &TxOffload,
+        frames: &[TxFrame<'_>],
+    ) -> usize {
+        let mut done = match M::KIND {
+            TxKind::Empw if self.open.is_none() => {
+                self.fresh_run_of::<TxFrame<'_>, END>(frames, offload)
+            }
+            _ => 0,
+        };
+        let filler = Packet::from_buf(0, PacketBuf::Ptr(super::Sge::new(0, 0, 0)));
+        while let Some(rest) = frames.get(done..).filter(|r| !r.is_empty()) {
+            let mut pkts = [filler; FRAME_CHUNK];
+            let m = rest.len().min(FRAME_CHUNK);
+            for (p, f) in pkts.iter_mut().zip(rest) {
+                *p = f.packet(offload);
+            }
+            let chunk = pkts.get(..m).unwrap_or_default();
+            let k = if END && m == rest.len() {
+                self.push_burst_as::<true>(chunk)
+            } else {
+                self.push_burst_as::<false>(chunk)
+            };
+            done += k;
+            if k < m {
+                break;
+            }
+        }
+        done
     }
 
     /// [`TxBatch::push_burst_as`] from packet `done` on: the counted
@@ -245,22 +302,27 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// session: the general path takes over, as it does from wherever
     /// this loop stopped.
     #[inline(never)]
-    fn fresh<D: Fresh + FillRun, const END: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
-        self.fresh_as::<D, D, END>(pkts)
+    fn fresh<T: FreshPkt, D: Fresh + FillRun, const END: bool>(
+        &mut self,
+        pkts: &[T],
+        offload: &TxOffload,
+    ) -> usize {
+        self.fresh_as::<T, D, D, END>(pkts, offload)
     }
 
     /// The body of [`TxBatch::fresh`], `F` its counted loop
     /// ([`FillRun`]).
     #[inline(always)]
-    pub(super) fn fresh_as<D: Fresh, F: FillRun, const END: bool>(
+    pub(super) fn fresh_as<T: FreshPkt, D: Fresh, F: FillRun, const END: bool>(
         &mut self,
-        pkts: &[Packet<'_>],
+        pkts: &[T],
+        offload: &TxOffload,
     ) -> usize {
         if M::KIND != TxKind::Empw || self.open.is_some() || !D::queue_takes(self.inline_limit()) {
             return 0;
         }
         let Some(p0) = pkts.first() else { return 0 };
-        let key = p0.offload.words();
+        let key = offload.words();
         if !D::alike(p0, key) {
             return 0;
         }
@@ -313,7 +375,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             key,
             eth,
             all,
-            offload: &p0.offload,
+            offload,
             k: 0,
         };
         while run.k < n {
@@ -330,7 +392,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     win: full.win,
                     reason: full.reason,
                 };
-                fresh_session::<D, F, END, P, Q, true>(&mut out, &mut run, open, inline, room)
+                fresh_session::<T, D, F, END, P, Q, true>(&mut out, &mut run, open, inline, room)
             } else if whole {
                 let room = Room {
                     max_ds: full.max_ds,
@@ -338,7 +400,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     win: full.win,
                     reason: full.reason,
                 };
-                fresh_session::<D, F, END, P, Q, false>(&mut out, &mut run, open, inline, room)
+                fresh_session::<T, D, F, END, P, Q, false>(&mut out, &mut run, open, inline, room)
             } else {
                 let max_pk = max_packets_of(M::KIND, cfg);
                 let max_inline = u32::from(cfg.max_inline_bytes);
@@ -353,7 +415,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     win: window_bbs(max_ds),
                     reason: D::close_reason(cap as u32, max_pk, max_inline, at),
                 };
-                fresh_session::<D, F, END, P, Q, false>(&mut out, &mut run, open, inline, room)
+                fresh_session::<T, D, F, END, P, Q, false>(&mut out, &mut run, open, inline, room)
             };
             if !go_on {
                 break;
@@ -1147,6 +1209,65 @@ fn common(p: &Packet<'_>, key: (u64, u16)) -> bool {
     p.more.is_empty() & (plain == 0) && p.offload.words() == key
 }
 
+/// A packet [`TxBatch::fresh`] reads: a [`Packet`], or a [`TxFrame`]
+/// (a plain frame whose offload values are the burst's, so that it has
+/// nothing to test but its length).
+pub(super) trait FreshPkt {
+    /// Whether it is a common packet ([`common`]) of the session whose
+    /// offload values are `key`, its kind and length aside.
+    fn common(&self, key: (u64, u16)) -> bool;
+    /// Its (first) segment.
+    fn buf(&self) -> PacketBuf<'_>;
+    /// Its bytes if it is a frame of 64 bytes.
+    fn frame64(&self) -> Option<&[u8; 64]>;
+    /// Its id.
+    fn id(&self) -> u64;
+}
+
+impl FreshPkt for Packet<'_> {
+    #[inline(always)]
+    fn common(&self, key: (u64, u16)) -> bool {
+        common(self, key)
+    }
+    #[inline(always)]
+    fn buf(&self) -> PacketBuf<'_> {
+        self.buf
+    }
+    #[inline(always)]
+    fn frame64(&self) -> Option<&[u8; 64]> {
+        match self.buf {
+            PacketBuf::Frame(f) => f.data.try_into().ok(),
+            PacketBuf::Ptr(_) => None,
+        }
+    }
+    #[inline(always)]
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl FreshPkt for TxFrame<'_> {
+    /// Always: a frame is plain by its type, its offload values are the
+    /// burst's (the run's key).
+    #[inline(always)]
+    fn common(&self, _: (u64, u16)) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn buf(&self) -> PacketBuf<'_> {
+        PacketBuf::Frame(self.sge)
+    }
+    /// (The frame's bytes directly: no variant to tell.)
+    #[inline(always)]
+    fn frame64(&self) -> Option<&[u8; 64]> {
+        self.sge.data.try_into().ok()
+    }
+    #[inline(always)]
+    fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 /// The burst loop: appends the leading packets of `pkts` that `MODE`
 /// writes and that fit, to the session `s` (staged in `st`), their ids to
 /// `ids`; returns how many. The caller passes at most the session's
@@ -1314,7 +1435,7 @@ fn fill_ptrs<const FRAME: bool>(
     let Some(region) = dst.get_mut(s.at..s.at + n * SEND_WQE_DS) else {
         return (0, false);
     };
-    let k = fill_ptr_run::<FRAME>(region, pkts, ids, key);
+    let k = fill_ptr_run::<Packet<'_>, FRAME>(region, pkts, ids, key);
     s.at += k * SEND_WQE_DS;
     s.left -= k;
     s.ptrs += k as u32;
@@ -1550,9 +1671,9 @@ fn title_eth(key: (u64, u16)) -> [u8; SEND_WQE_DS] {
 }
 
 /// The state of a [`TxBatch::fresh`] run that its sessions share.
-struct FreshRun<'r, 'p> {
+struct FreshRun<'r, T> {
     /// The run's packets (as many as the free ids take).
-    pkts: &'r [Packet<'p>],
+    pkts: &'r [T],
     /// Their slots of the id ring.
     ids: &'r mut [u64],
     /// The session's offload values, as words.
@@ -1588,6 +1709,7 @@ struct Room {
 /// closed, packets left).
 #[inline(always)]
 fn fresh_session<
+    T: FreshPkt,
     D: Fresh,
     F: FillRun,
     const END: bool,
@@ -1596,7 +1718,7 @@ fn fresh_session<
     const RING: bool,
 >(
     out: &mut Out<'_, '_, P, Q>,
-    run: &mut FreshRun<'_, '_>,
+    run: &mut FreshRun<'_, T>,
     open: &mut Option<Open>,
     inline: &mut bool,
     room: Room,
@@ -1709,20 +1831,20 @@ fn fresh_session<
 /// frame instead of 27).
 pub(super) trait FillRun {
     /// The loop (`key`: the session's offload values, as words).
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize;
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize;
 }
 
 impl FillRun for Inline64 {
     #[inline(always)]
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
         <Self as Fresh>::fill(region, pkts, ids, key)
     }
 }
 
 impl<const FRAME: bool> FillRun for Ptrs<FRAME> {
     #[inline(always)]
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
-        fill_ptr_run::<FRAME>(region, pkts, ids, core::hint::black_box(key))
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
+        fill_ptr_run::<T, FRAME>(region, pkts, ids, core::hint::black_box(key))
     }
 }
 
@@ -1738,12 +1860,12 @@ pub(super) trait Fresh {
     fn queue_takes(inline_lim: u32) -> bool;
     /// Whether `p` is one of the run's packets (a common packet, the
     /// session's offload values `key`, the run's kind and length).
-    fn alike(p: &Packet<'_>, key: (u64, u16)) -> bool;
+    fn alike<T: FreshPkt>(p: &T, key: (u64, u16)) -> bool;
     /// The length of `p` (the packet `open_session` records).
-    fn len(p: &Packet<'_>) -> u32;
+    fn len<T: FreshPkt>(p: &T) -> u32;
     /// The counted loop: writes the leading packets of `pkts` that are
     /// the run's into `region`, their ids into `ids`; returns how many.
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize;
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize;
     /// The queue's constants for a session of the run with the whole
     /// room.
     fn full(f: &FreshRuns) -> &FreshFull;
@@ -1791,17 +1913,17 @@ impl Fresh for Inline64 {
     }
 
     #[inline(always)]
-    fn alike(p: &Packet<'_>, key: (u64, u16)) -> bool {
-        common(p, key) && matches!(p.buf, PacketBuf::Frame(f) if f.data.len() == 64)
+    fn alike<T: FreshPkt>(p: &T, key: (u64, u16)) -> bool {
+        p.common(key) && matches!(p.buf(), PacketBuf::Frame(f) if f.data.len() == 64)
     }
 
     #[inline(always)]
-    fn len(_: &Packet<'_>) -> u32 {
+    fn len<T: FreshPkt>(_: &T) -> u32 {
         64
     }
 
     #[inline(never)]
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
         fill64(region, pkts, ids, key)
     }
 
@@ -1825,26 +1947,26 @@ impl<const FRAME: bool> Fresh for Ptrs<FRAME> {
     }
 
     #[inline(always)]
-    fn alike(p: &Packet<'_>, key: (u64, u16)) -> bool {
-        let len = match p.buf {
+    fn alike<T: FreshPkt>(p: &T, key: (u64, u16)) -> bool {
+        let len = match p.buf() {
             PacketBuf::Frame(f) if FRAME => f.data.len(),
             PacketBuf::Ptr(s) if !FRAME => s.length as usize,
             _ => return false,
         };
-        common(p, key) && ptr_len_ok(len)
+        p.common(key) && ptr_len_ok(len)
     }
 
     #[inline(always)]
-    fn len(p: &Packet<'_>) -> u32 {
-        match p.buf {
+    fn len<T: FreshPkt>(p: &T) -> u32 {
+        match p.buf() {
             PacketBuf::Frame(f) => f.data.len() as u32,
             PacketBuf::Ptr(s) => s.length,
         }
     }
 
     #[inline(never)]
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
-        fill_ptr_run::<FRAME>(region, pkts, ids, key)
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
+        fill_ptr_run::<T, FRAME>(region, pkts, ids, key)
     }
 
     #[inline(always)]
@@ -1922,9 +2044,9 @@ fn window_bbs(max_ds: u32) -> u32 {
 /// with offload values `key` into `region` as data segments, their ids
 /// into `ids`; returns how many.
 #[inline(always)]
-fn fill_ptr_run<const FRAME: bool>(
+fn fill_ptr_run<T: FreshPkt, const FRAME: bool>(
     region: &mut [u8],
-    pkts: &[Packet<'_>],
+    pkts: &[T],
     ids: &mut [u64],
     key: (u64, u16),
 ) -> usize {
@@ -1934,10 +2056,10 @@ fn fill_ptr_run<const FRAME: bool>(
         .zip(pkts)
         .zip(ids.iter_mut())
     {
-        if !common(p, key) {
+        if !p.common(key) {
             break;
         }
-        let (len, lkey, addr) = match p.buf {
+        let (len, lkey, addr) = match p.buf() {
             PacketBuf::Frame(f) if FRAME => (f.data.len(), f.lkey, f.addr),
             PacketBuf::Ptr(s) if !FRAME => (s.length as usize, s.lkey, s.addr),
             _ => break,
@@ -1946,7 +2068,7 @@ fn fill_ptr_run<const FRAME: bool>(
             break;
         }
         d.copy_from_slice(&data_seg(len as u32, lkey, addr));
-        *id = p.id;
+        *id = p.id();
         k += 1;
     }
     k
@@ -1958,21 +2080,19 @@ fn fill_ptr_run<const FRAME: bool>(
 /// padding), their ids into `ids`; returns how many. `region` holds as
 /// many descriptors as the session takes.
 #[inline(always)]
-pub(super) fn fill64(
+pub(super) fn fill64<T: FreshPkt>(
     region: &mut [u8],
-    pkts: &[Packet<'_>],
+    pkts: &[T],
     ids: &mut [u64],
     key: (u64, u16),
 ) -> usize {
     let hdr = inline_header(64);
     let mut k = 0;
     for ((d, p), id) in region.chunks_exact_mut(80).zip(pkts).zip(ids.iter_mut()) {
-        if !common(p, key) {
+        if !p.common(key) {
             break;
         }
-        let PacketBuf::Frame(f) = p.buf else { break };
-        let (Ok(d), Ok(frame)) = (<&mut [u8; 80]>::try_from(d), <&[u8; 64]>::try_from(f.data))
-        else {
+        let (Ok(d), Some(frame)) = (<&mut [u8; 80]>::try_from(d), p.frame64()) else {
             break;
         };
         // The padding unit first, then header and frame over it.
@@ -1985,7 +2105,7 @@ pub(super) fn fill64(
         if let Some(x) = d.get_mut(4..68) {
             x.copy_from_slice(frame);
         }
-        *id = p.id;
+        *id = p.id();
         k += 1;
     }
     k

@@ -11,8 +11,8 @@
     reason = "a target-feature function, called under the AVX2 proof"
 )]
 
-use super::burst::{FillRun, Inline64, Run};
-use super::{DoorbellPolicy, Packet, QpKind, TxBatch, TxMode};
+use super::burst::{FillRun, FreshPkt, Inline64, Run};
+use super::{DoorbellPolicy, Packet, QpKind, TxBatch, TxMode, TxOffload};
 use crate::cpu::Avx2;
 
 /// `Run::sessions` of 64-byte frames compiled with AVX2 (its counted loop
@@ -50,7 +50,7 @@ struct Fill64;
 
 impl FillRun for Fill64 {
     #[inline(always)]
-    fn fill(region: &mut [u8], pkts: &[Packet<'_>], ids: &mut [u64], key: (u64, u16)) -> usize {
+    fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
         super::burst::fill64(region, pkts, ids, core::hint::black_box(key))
     }
 }
@@ -63,22 +63,24 @@ impl FillRun for Fill64 {
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 #[inline(never)]
-unsafe fn fresh64_avx2<const END: bool, P: DoorbellPolicy, Q: QpKind, M: TxMode>(
+unsafe fn fresh64_avx2<T: FreshPkt, const END: bool, P: DoorbellPolicy, Q: QpKind, M: TxMode>(
     b: &mut TxBatch<'_, '_, P, Q, M>,
-    pkts: &[Packet<'_>],
+    pkts: &[T],
+    offload: &TxOffload,
 ) -> usize {
-    b.fresh_as::<Inline64, Fill64, END>(pkts)
+    b.fresh_as::<T, Inline64, Fill64, END>(pkts, offload)
 }
 
 /// `TxBatch::fresh` of 64-byte frames with AVX2, under the proof `_avx2`
 /// that the CPU has it.
 #[inline(always)]
-pub(super) fn fresh64<const END: bool, P: DoorbellPolicy, Q: QpKind, M: TxMode>(
+pub(super) fn fresh64<T: FreshPkt, const END: bool, P: DoorbellPolicy, Q: QpKind, M: TxMode>(
     _avx2: Avx2,
     b: &mut TxBatch<'_, '_, P, Q, M>,
-    pkts: &[Packet<'_>],
+    pkts: &[T],
+    offload: &TxOffload,
 ) -> usize {
     // SAFETY: `_avx2` exists, so the CPU has AVX2 (its constructors'
     // contract); that is all `fresh64_avx2` requires.
-    unsafe { fresh64_avx2::<END, P, Q, M>(b, pkts) }
+    unsafe { fresh64_avx2::<T, END, P, Q, M>(b, pkts, offload) }
 }

@@ -1,6 +1,7 @@
 use core::ptr::NonNull;
 use std::boxed::Box;
 use std::format;
+use std::string::String;
 use std::vec;
 use std::vec::Vec;
 
@@ -910,12 +911,101 @@ fn compare_paths_as<M: TxMode>(case: u64, avx2: Avx2Opt) {
 
 /// [`compare_paths_as`] on queues of doorbell policy `P` (with BlueFlame
 /// halves if `P` uses BlueFlame).
-fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
-    let more = [Sge::new(LKEY, 0x9000, 30)];
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
-    let wqe_cnt = rng.pick(&[16usize, 64, 256]);
-    let ids_len = rng.pick(&[32usize, 64, 1024]);
-    let cfg = TxConfig {
+/// A random queue of the comparisons: ring and id-ring sizes, limits,
+/// CQE policy, start counter and minimum inline header.
+struct Setup {
+    wqe_cnt: usize,
+    ids_len: usize,
+    cfg: TxConfig,
+    start_pi: u32,
+    min_inline: u8,
+}
+
+impl Setup {
+    fn random(rng: &mut Rng) -> Self {
+        let wqe_cnt = rng.pick(&[16usize, 64, 256]);
+        let ids_len = rng.pick(&[32usize, 64, 1024]);
+        let cfg = random_cfg(rng);
+        let start_pi = rng.pick(&[0, wqe_cnt as u32 - 3, 0xffff_fff0, 0x1_0000 - 5]);
+        let min_inline = rng.pick(&[0u8, 18]);
+        Self {
+            wqe_cnt,
+            ids_len,
+            cfg,
+            start_pi,
+            min_inline,
+        }
+    }
+
+    /// Memory for one queue of the setup (BlueFlame halves if `P` rings
+    /// with BlueFlame).
+    fn mem<P: DoorbellPolicy>(&self) -> (Mem, Lent) {
+        let mem = if P::BLUEFLAME {
+            Mem::with_bf(self.wqe_cnt)
+        } else {
+            Mem::new(self.wqe_cnt)
+        };
+        (mem, Lent::new(self.wqe_cnt))
+    }
+
+    /// The queue of the setup over `mem` and `lent`.
+    fn txq<'a, P: DoorbellPolicy, M: TxMode>(
+        &self,
+        mem: &'a Mem,
+        lent: &'a mut Lent,
+        avx2: Avx2Opt,
+    ) -> TxQueue<'a, P, RawPacketQp, M> {
+        let at = (self.start_pi, self.min_inline);
+        txq_as::<P, M>(mem, lent, self.ids_len, at, self.cfg, avx2)
+    }
+
+    fn describe<M: TxMode>(&self) -> String {
+        format!(
+            "{:?} {:?} ring {} ids {} start {:#x} min_inline {}",
+            M::KIND,
+            self.cfg,
+            self.wqe_cnt,
+            self.ids_len,
+            self.start_pi,
+            self.min_inline
+        )
+    }
+}
+
+/// Retires up to a random WQE start in flight (two times in three) on
+/// both queues, which must agree on the result and the ids.
+fn retire_both<P: DoorbellPolicy, M: TxMode>(
+    rng: &mut Rng,
+    a: &mut TxQueue<'_, P, RawPacketQp, M>,
+    b: &mut TxQueue<'_, P, RawPacketQp, M>,
+    what: &str,
+) {
+    let sq = a.send_queue();
+    // The WQE starts in flight: walked from the consumer (only a WQE's
+    // first slot has its entry).
+    let mut starts: Vec<u32> = Vec::new();
+    let mut c = sq.consumer();
+    while c != sq.producer() {
+        starts.push(c);
+        let e = sq.shadow((c & (sq.wqe_cnt() - 1)) as usize).expect("slot");
+        assert!(e.wqebbs() != 0, "{what}: a WQE starts at {c}");
+        c = c.wrapping_add(u32::from(e.wqebbs()));
+    }
+    if !starts.is_empty() && rng.below(3) != 0 {
+        let c = rng.pick(&starts) as u16;
+        let (mut ga, mut gb) = (Vec::new(), Vec::new());
+        assert_eq!(
+            a.retire(c, |id| ga.push(id)),
+            b.retire(c, |id| gb.push(id)),
+            "{what}"
+        );
+        assert_eq!(ga, gb, "{what}");
+    }
+}
+
+/// The random limits of a comparison's queues.
+fn random_cfg(rng: &mut Rng) -> TxConfig {
+    TxConfig {
         inline_max: rng.pick(&[0, 40, 63, 64, 100, 268]),
         max_packets: rng.pick(&[1, 3, 12, 32, 100]),
         max_inline_bytes: rng.pick(&[64, 200, 924]),
@@ -934,18 +1024,17 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
             },
         ]),
         unsignaled_ce: rng.pick(&[CompletionMode::OnlyErr, CompletionMode::OnlyFirstErr]),
-    };
-    let start_pi = rng.pick(&[0, wqe_cnt as u32 - 3, 0xffff_fff0, 0x1_0000 - 5]);
-    let min_inline = rng.pick(&[0u8, 18]);
-    let (mem_a, mem_b) = if P::BLUEFLAME {
-        (Mem::with_bf(wqe_cnt), Mem::with_bf(wqe_cnt))
-    } else {
-        (Mem::new(wqe_cnt), Mem::new(wqe_cnt))
-    };
-    let (mut lent_a, mut lent_b) = (Lent::new(wqe_cnt), Lent::new(wqe_cnt));
-    let at = (start_pi, min_inline);
-    let mut a = txq_as::<P, M>(&mem_a, &mut lent_a, ids_len, at, cfg, avx2);
-    let mut b = txq_as::<P, M>(&mem_b, &mut lent_b, ids_len, at, cfg, None);
+    }
+}
+
+fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
+    let more = [Sge::new(LKEY, 0x9000, 30)];
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
+    let setup = Setup::random(&mut rng);
+    let (mem_a, mut lent_a) = setup.mem::<P>();
+    let (mem_b, mut lent_b) = setup.mem::<P>();
+    let mut a = setup.txq::<P, M>(&mem_a, &mut lent_a, avx2);
+    let mut b = setup.txq::<P, M>(&mem_b, &mut lent_b, None);
     for burst in 0..12u64 {
         let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
         // One burst in three is uniform, as a benchmark's: frames of one
@@ -987,8 +1076,8 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
         let sb = (bb.inline, bb.wqes, bb.last, bb.open.is_some());
         let wb = bb.complete();
         let what = format!(
-            "{:?} case {case} burst {burst} end {end}: {cfg:?} ring {wqe_cnt} ids {ids_len} min_inline {min_inline}",
-            M::KIND
+            "case {case} burst {burst} end {end}: {}",
+            setup.describe::<M>()
         );
         assert_eq!((ka, wa), (kb, wb), "{what}");
         if !end {
@@ -996,28 +1085,87 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
         }
         assert_eq!(format!("{:?}", a.done), format!("{:?}", b.done), "{what}");
         assert!(observe(&a, &mem_a) == observe(&b, &mem_b), "{what}");
-        // Retire up to a random WQE in flight, on both.
-        let sq = a.send_queue();
-        // The WQE starts in flight: walked from the consumer (only a
-        // WQE's first slot has its entry).
-        let mut starts: Vec<u32> = Vec::new();
-        let mut c = sq.consumer();
-        while c != sq.producer() {
-            starts.push(c);
-            let e = sq.shadow((c & (sq.wqe_cnt() - 1)) as usize).expect("slot");
-            assert!(e.wqebbs() != 0, "{what}: a WQE starts at {c}");
-            c = c.wrapping_add(u32::from(e.wqebbs()));
-        }
-        if !starts.is_empty() && rng.below(3) != 0 {
-            let c = rng.pick(&starts) as u16;
-            let (mut ga, mut gb) = (Vec::new(), Vec::new());
-            assert_eq!(
-                a.retire(c, |id| ga.push(id)),
-                b.retire(c, |id| gb.push(id)),
-                "{what}"
-            );
-            assert_eq!(ga, gb, "{what}");
-        }
+        retire_both(&mut rng, &mut a, &mut b, &what);
+    }
+}
+
+/// [`TxQueue::tx_frames`] and [`TxQueue::tx_burst`] of the same frames as
+/// packets (every frame with the burst's offload values) give the same
+/// count, ring bytes, doorbells, shadow, counters and completions: random
+/// queues (every mode, sizes, limits, wraps), bursts of one length (most
+/// of them 64 bytes, the frames' own loop) or of random lengths (refused
+/// ones too), more frames than one chunk of packets now and then.
+#[test]
+fn frames_match_packets() {
+    let cases = if cfg!(miri) { 2 } else { 200 };
+    for case in 0..cases {
+        compare_frames_with::<Empw, DoorbellOnly>(case, None);
+        compare_frames_with::<SingleWqe, DoorbellOnly>(case, None);
+        compare_frames_with::<LegacyMpw, DoorbellOnly>(case, None);
+        compare_frames_with::<Empw, BlueFlamePreferred>(case, None);
+    }
+}
+
+/// [`frames_match_packets`] with the AVX2 proof on both queues, where the
+/// CPU has AVX2.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
+fn frames_match_packets_avx2() {
+    if !std::is_x86_feature_detected!("avx2") {
+        return;
+    }
+    let cases = if cfg!(miri) { 2 } else { 200 };
+    for case in 0..cases {
+        compare_frames_with::<Empw, DoorbellOnly>(case, avx2_proof());
+        compare_frames_with::<Empw, BlueFlamePreferred>(case, avx2_proof());
+    }
+}
+
+/// [`frames_match_packets`]'s case `case` on queues of policy `P`, both
+/// with `avx2`.
+fn compare_frames_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
+    let mut rng = Rng(0x51ed_270b_2743_0b1d ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
+    let setup = Setup::random(&mut rng);
+    let (mem_a, mut lent_a) = setup.mem::<P>();
+    let (mem_b, mut lent_b) = setup.mem::<P>();
+    let mut a = setup.txq::<P, M>(&mem_a, &mut lent_a, avx2);
+    let mut b = setup.txq::<P, M>(&mem_b, &mut lent_b, avx2);
+    let offloads = [
+        TxOffload::NONE,
+        TxOffload {
+            cs_flags: EthCsFlags::new().with_l3_csum(true).with_l4_csum(true),
+            ..TxOffload::NONE
+        },
+        TxOffload {
+            swp_offsets: [1, 2, 3, 4],
+            swp_flags: SwpFlags::new().with_outer_l4_udp(true),
+            metadata: 0xdead_beef,
+            ..TxOffload::NONE
+        },
+    ];
+    for burst in 0..12u64 {
+        let n = rng.below(if cfg!(miri) { 20 } else { 80 }) as usize;
+        let same_len = (rng.below(3) != 0).then(|| rng.pick(&[64usize, 64, 64, 60, 100, 19]));
+        let data: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let len = same_len.unwrap_or_else(|| random_len(&mut rng));
+                frame(len, (burst * 37 + i as u64) as u8)
+            })
+            .collect();
+        let frames: Vec<TxFrame<'_>> = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| TxFrame::new(burst * 1000 + i as u64, LKEY, d))
+            .collect();
+        let offload = rng.pick(&offloads);
+        let pkts: Vec<Packet<'_>> = frames.iter().map(|f| f.packet(&offload)).collect();
+        let ka = a.tx_frames(&offload, &frames);
+        let kb = b.tx_burst(&pkts);
+        let what = format!("case {case} burst {burst}: {}", setup.describe::<M>());
+        assert_eq!(ka, kb, "{what}");
+        assert_eq!(format!("{:?}", a.done), format!("{:?}", b.done), "{what}");
+        assert!(observe(&a, &mem_a) == observe(&b, &mem_b), "{what}");
+        retire_both(&mut rng, &mut a, &mut b, &what);
     }
 }
 
