@@ -412,6 +412,12 @@ impl TxOffload {
         swp_flags: SwpFlags::new(),
         metadata: 0,
     };
+
+    /// With L3 and L4 checksum offload.
+    pub const fn with_csum(mut self) -> Self {
+        self.cs_flags = self.cs_flags.with_l3_csum(true).with_l4_csum(true);
+        self
+    }
 }
 
 impl Default for TxOffload {
@@ -488,7 +494,7 @@ impl<'d> Packet<'d> {
 
     /// With L3 and L4 checksum offload.
     pub const fn with_csum(mut self) -> Self {
-        self.offload.cs_flags = self.offload.cs_flags.with_l3_csum(true).with_l4_csum(true);
+        self.offload = self.offload.with_csum();
         self
     }
 

@@ -46,6 +46,14 @@
 //! once for [`CloseReason::Complete`] (`push_burst_as::<true>`), the
 //! close `complete` would make.
 //!
+//! [`TxQueue::tx_frames`] hands `fresh` its frames themselves
+//! ([`TxFrame`], read through [`FreshPkt`]): their type says one segment,
+//! no TSO, no VLAN insertion and the burst's offload values, so the
+//! counted loop tests a frame's length and nothing else (15 instructions
+//! per 64-byte frame instead of 24). What `fresh` leaves goes through the
+//! packets' path, the frames built into [`Packet`]s on the stack
+//! ([`TxBatch::push_frames_as`]).
+//!
 //! Other runs of alike packets (inline frames of one length of 32..=64
 //! bytes, or pointers on a queue that never inlines), and whatever
 //! `fresh` leaves, take counted loops ([`Run::sessions`]:
