@@ -417,14 +417,23 @@ fn small_frame_bursts_delivered() {
 /// Ten bursts of 32 frames of `lens` (rotated), the second half of every
 /// third one with checksum offload; returns the queue's counters.
 fn small_rounds<M: TxMode>(be: EmuBackend, cfg: TxConfig, lens: &[usize]) -> TxStats {
+    rounds_of::<M>(be, cfg, lens, Send::Packets)
+}
+
+/// Ten bursts of 32 frames of `lens` (rotated) handed over as `send` says;
+/// every third burst asks for checksum offload: its second half as
+/// packets, the whole burst as frames (one offload value per burst).
+/// Returns the queue's counters.
+fn rounds_of<M: TxMode>(be: EmuBackend, cfg: TxConfig, lens: &[usize], send: Send) -> TxStats {
     let mut r = rig::<M>(be, cfg);
     for k in 0..10u64 {
         let n = 32;
         let fr: Vec<Vec<u8>> = (0..n)
             .map(|i| frame(k * 100 + i as u64, lens[(i + k as usize) % lens.len()]))
             .collect();
-        let csum: Vec<bool> = (0..n).map(|i| k % 3 == 2 && i >= n / 2).collect();
-        round(&mut r, &fr, &vec![false; n], &csum);
+        let from = if send == Send::Frames { 0 } else { n / 2 };
+        let csum: Vec<bool> = (0..n).map(|i| k % 3 == 2 && i >= from).collect();
+        round_as(&mut r, &fr, &vec![false; n], &csum, send);
     }
     *r.q.txq.stats()
 }
@@ -442,33 +451,18 @@ fn frame_bursts_delivered() {
     };
     for lens in [&[64usize][..], &[64, 60, 42, 64, 128, 300]] {
         for be in backends() {
-            let st = frame_rounds::<Empw>(be, every_session(), lens);
+            let st = rounds_of::<Empw>(be, every_session(), lens, Send::Frames);
             assert!(st.closes[CloseReason::DsLimit as usize] > 0, "{st:?}");
         }
         for be in backends() {
-            let st = frame_rounds::<Empw>(be, ptr_only, lens);
+            let st = rounds_of::<Empw>(be, ptr_only, lens, Send::Frames);
             assert_eq!(st.sessions, 10, "one session per burst: {st:?}");
         }
         for be in backends() {
-            let st = frame_rounds::<SingleWqe>(be, every_session(), lens);
+            let st = rounds_of::<SingleWqe>(be, every_session(), lens, Send::Frames);
             assert_eq!((st.sessions, st.single_wqes), (0, 320), "{st:?}");
         }
     }
-}
-
-/// Ten bursts of 32 frames of `lens` (rotated) through `tx_frames`,
-/// every third one with checksum offload; returns the queue's counters.
-fn frame_rounds<M: TxMode>(be: EmuBackend, cfg: TxConfig, lens: &[usize]) -> TxStats {
-    let mut r = rig::<M>(be, cfg);
-    for k in 0..10u64 {
-        let n = 32;
-        let fr: Vec<Vec<u8>> = (0..n)
-            .map(|i| frame(k * 100 + i as u64, lens[(i + k as usize) % lens.len()]))
-            .collect();
-        let csum = vec![k % 3 == 2; n];
-        round_as(&mut r, &fr, &vec![false; n], &csum, Send::Frames);
-    }
-    *r.q.txq.stats()
 }
 
 // ---------------------------------------------------------------------------
