@@ -147,6 +147,20 @@ fn raw_tx_every_mode() {
     check_bw(&j, 1000, 1500);
 }
 
+/// `--frames`: the same frames through `tx_frames`, every one out of the
+/// port, in every mode.
+#[test]
+fn raw_tx_frames_every_mode() {
+    for mode in ["inline", "pointer", "single"] {
+        let j = perf("raw-tx", &["--iters", "5000", "--mode", mode, "--frames"]);
+        check_bw(&j, 5000, 64);
+        assert_eq!(j["frames out of the port"].as_u64(), Some(5000), "{mode}");
+        if mode != "single" {
+            assert!(f(&j, "packets per WQE") > 1.0, "{j}");
+        }
+    }
+}
+
 /// `--emu-idle` picks the emulated device thread's idle policy; every
 /// policy delivers every frame.
 #[test]

@@ -245,6 +245,10 @@ pub struct PerfArgs {
     /// How raw-tx builds WQEs.
     #[arg(long, value_enum, default_value = "inline")]
     pub mode: RawMode,
+    /// raw-tx: hand the frames over as `TxFrame`s (`TxQueue::tx_frames`:
+    /// no per-packet offload) instead of `Packet`s (`tx_burst`).
+    #[arg(long)]
+    pub frames: bool,
     /// Receive queue of raw-rx.
     #[arg(long, value_enum, default_value = "striding")]
     pub rq: RqArg,
@@ -326,6 +330,8 @@ pub struct Opts {
     pub qp: QpArg,
     /// raw-tx mode.
     pub mode: RawMode,
+    /// raw-tx: `tx_frames` of `TxFrame`s instead of `tx_burst`.
+    pub frames: bool,
     /// raw-rx receive queue.
     pub rq: RqArg,
 }
@@ -484,6 +490,7 @@ impl Opts {
             comp_arg,
             qp: a.qp,
             mode: a.mode,
+            frames: a.frames,
             rq: a.rq,
         })
     }

@@ -4,7 +4,9 @@
 //! `raw-tx` sends UDP/IPv4 frames through the core's [`TxQueue`]: enhanced
 //! MPW sessions with the frames inlined (`--mode inline`, the default) or
 //! as pointer descriptors (`--mode pointer`), or one SEND WQE per packet
-//! (`--mode single`); one CQE per session. The emulated device parses every
+//! (`--mode single`); one CQE per session; the frames handed over as
+//! `Packet`s (`tx_burst`) or, with `--frames`, as `TxFrame`s
+//! (`tx_frames`). The emulated device parses every
 //! WQE, gathers every frame, applies the offloads and steers it; with no
 //! receiver on the port every frame is dropped by steering and counted,
 //! and the run checks that count against the packets sent.
@@ -29,7 +31,9 @@ use crate::emu::{Access, Cqn, EmuEvent, Pdn, QpInit, QpType, RqInit};
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use mlx5dp::prm::{CqeOpcode, WcStatus};
 use mlx5dp::rq::{Rq, Sge as RSge};
-use mlx5dp::sq::mpw::{CqePolicy, Empw, Packet, PacketBuf, SingleWqe, TxConfig, TxMode, TxQueue};
+use mlx5dp::sq::mpw::{
+    CqePolicy, Empw, Packet, PacketBuf, SingleWqe, TxConfig, TxFrame, TxMode, TxOffload, TxQueue,
+};
 use mlx5dp::sq::{DoorbellOnly, FrameSge, RawPacketQp};
 use serde_json::json;
 
@@ -324,6 +328,17 @@ fn tx<M: TxMode>(be: Box<dyn Backend>, o: &Opts, inline: bool) -> Result<Report,
     let counted = be.emulated();
     let pointer = !inline && o.mode == RawMode::Pointer;
     let pkts = packets(&frames, &buf, slot, pointer, o.batch as usize);
+    // The same frames as `TxFrame`s (`--frames`; a pointer queue sends
+    // them by pointer all the same).
+    let tx_frames: Vec<TxFrame<'_>> = (0..FRAMES + o.batch as usize)
+        .map(|i| {
+            let i = i % FRAMES;
+            TxFrame {
+                id: i as u64,
+                sge: FrameSge::with_addr(buf.key, buf.addr(i * slot), &frames[i]),
+            }
+        })
+        .collect();
     let mut q = Queues {
         txq,
         tx_done: 0,
@@ -346,7 +361,11 @@ fn tx<M: TxMode>(be: Box<dyn Backend>, o: &Opts, inline: bool) -> Result<Report,
     loop {
         if sending {
             let k = batch.min(run.remaining(sent).min(batch as u64) as usize);
-            let n = q.txq.tx_burst(&pkts[at..at + k]);
+            let n = if o.frames {
+                q.txq.tx_frames(&TxOffload::NONE, &tx_frames[at..at + k])
+            } else {
+                q.txq.tx_burst(&pkts[at..at + k])
+            };
             sent += n as u64;
             at = (at + n) % FRAMES;
             if run.done(sent) {
@@ -394,6 +413,14 @@ fn tx<M: TxMode>(be: Box<dyn Backend>, o: &Opts, inline: bool) -> Result<Report,
                 }),
             ),
             ("burst", json!(o.batch)),
+            (
+                "handed over as",
+                json!(if o.frames {
+                    "TxFrame (tx_frames)"
+                } else {
+                    "Packet (tx_burst)"
+                }),
+            ),
             ("completion", json!("one CQE per WQE (session)")),
             ("doorbell", json!("doorbell only")),
         ],
