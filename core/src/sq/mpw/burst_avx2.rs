@@ -45,13 +45,14 @@ pub(super) fn sessions64<M: TxMode, P: DoorbellPolicy, Q: QpKind>(
 }
 
 /// `fill64` inlined into its caller (compiled with AVX2 there), the
-/// offload words through `black_box` ([`FillRun`]).
+/// offload words through `black_box` where the packets' test reads them
+/// (`burst::keyed`, [`FillRun`]).
 struct Fill64;
 
 impl FillRun for Fill64 {
     #[inline(always)]
     fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
-        super::burst::fill64(region, pkts, ids, core::hint::black_box(key))
+        super::burst::fill64(region, pkts, ids, super::burst::keyed::<T>(key))
     }
 }
 
