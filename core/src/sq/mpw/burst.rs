@@ -1942,7 +1942,7 @@ impl Fresh for Inline64 {
 
     #[inline(always)]
     fn alike<T: FreshPkt>(p: &T, key: (u64, u16)) -> bool {
-        p.common(key) && matches!(p.buf(), PacketBuf::Frame(f) if f.data.len() == 64)
+        p.common(key) && p.frame64().is_some()
     }
 
     #[inline(always)]
