@@ -198,8 +198,9 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         }
     }
 
-    /// [`TxBatch::fresh_run`] of packets of type `T`, `offload` the first
-    /// one's offload values.
+    /// [`TxBatch::fresh_run`] of packets of type `T`, `offload` the run's
+    /// offload values (`Packet`s: the first one's; `TxFrame`s: the
+    /// burst's).
     #[inline(always)]
     pub(super) fn fresh_run_of<T: FreshPkt, const END: bool>(
         &mut self,
