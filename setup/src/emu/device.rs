@@ -1405,7 +1405,7 @@ impl Device {
                     if bf[8..].iter().any(|&b| b != 0) {
                         let ring_bytes =
                             read_ring(&ring, size, u32::from(idx), len.div_ceil(64) as u32);
-                        if ring_bytes[..len] != bf[..]
+                        if !blueflame_settles(&uar, off, word, &ring_bytes[..len], &mut bf)
                             && !stale_blueflame(&ring, size, ci, db, &ring_bytes, &bf)
                         {
                             self.events.push(EmuEvent::BlueFlameMismatch {
@@ -2728,6 +2728,41 @@ fn stale_blueflame(
         }
     }
     false
+}
+
+/// Times [`blueflame_settles`] reads a BlueFlame copy again before it
+/// calls it a mismatch.
+const BF_SETTLE_READS: u32 = 20_000;
+
+/// Whether the BlueFlame copy in the register half at `off` (first word
+/// `word`, the rest read into `bf`) is the ring's WQE `want`, once the
+/// core's stores have landed. The device reads the register as memory,
+/// while the core may still be writing the copy (eight ascending 8-byte
+/// stores per 64 bytes: a core thread preempted between two of them
+/// leaves a half-written copy, which a ConnectX never sees: its
+/// write-combining buffer arrives whole). So a copy that differs is read
+/// again, yielding in between, until it matches, or a newer doorbell
+/// replaces it in the half (nothing left to compare), or
+/// [`BF_SETTLE_READS`] reads: a copy that still differs then is a real
+/// mismatch.
+fn blueflame_settles(
+    uar: &DmaBlock,
+    off: usize,
+    word: [u8; 8],
+    want: &[u8],
+    bf: &mut [u8],
+) -> bool {
+    for _ in 0..BF_SETTLE_READS {
+        if bf == want {
+            return true;
+        }
+        if uar.load_u64_acquire(off) != Ok(word) {
+            return true;
+        }
+        std::thread::yield_now();
+        let _ = uar.read(off, bf);
+    }
+    bf == want
 }
 
 /// Reads `bbs` WQEBBs from the SQ ring starting at `counter`, wrapping at
