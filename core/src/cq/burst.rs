@@ -20,7 +20,9 @@
 //!    [`CompletionSummary`], two quadword stores. The entry that ended the
 //!    group is copied whole: a session title opens its session, anything
 //!    else goes to the general steps ([`Cq::take_copied`], the tail of
-//!    `advance_in`).
+//!    `advance_in`). After a session written whole, the next entry's
+//!    ownership byte is read at once: another title (sessions of a few
+//!    minis) is taken the same way, without a new group.
 //!
 //! Compressed sessions, when the work queue's wr_id is the reported
 //! `wqe_counter` ([`WorkQueues::WR_ID_IS_WQE_COUNTER`]) and the title is a
@@ -42,7 +44,9 @@
 //! bytes for a group at a time, one barrier per group, each entry copied
 //! whole and decoded from the copy; a run of compressed CQEs of one title
 //! in a tight loop (`Cq::enhanced_blocks`: index and running counter in
-//! registers, the next block's validity byte read once, one barrier), its
+//! registers, the next block's validity byte read once, one barrier; a
+//! plain CQE of the title's opcode right after a block, the next title of
+//! short sessions, reported and committed there too, the plan kept), its
 //! full blocks (seven minis) up to the ring's end, with a vector writer,
 //! one run ([`SummaryWriter::write_blocks`]: a pointer walk; each entry's
 //! validity byte and `num_and_type` read together by one 16-bit load, so
@@ -121,9 +125,12 @@ fn identity_lanes(
 }
 
 /// How the burst poller writes the compressed CQEs (enhanced layout) of
-/// one title whole: what its minis carry, the plan, the writer's
-/// constants.
+/// the titles of one opcode whole: what their minis carry, the plan, the
+/// writer's constants.
 struct BlockPlan<D: SummaryWriter> {
+    /// The minis' decoding, but for `title_sop_drop_qpn`: that of the
+    /// title the plan was built for (a carried block takes the committed
+    /// title's).
     unzip: Unzip,
     plan: Fused,
     p: D::Prepared,
@@ -159,6 +166,26 @@ enum Taken {
 const fn plain(op_own: u8, limit: u8) -> bool {
     (op_own.rotate_right(4) & 0x9f) < limit
 }
+
+/// Whether `op_own` is a [`plain`] CQE of CQE opcode `opcode`, for an
+/// opcode [`plain`] accepts (that of a [`Fused`] plan): the opcode and
+/// format bit 3 (format 0 or 1) in one compare; bits 2–0 are not
+/// compared, as in [`plain`].
+#[inline(always)]
+const fn plain_of(op_own: u8, opcode: u8) -> bool {
+    op_own & 0xf8 == opcode << 4
+}
+
+/// Marks the path that calls it as the one to pay for the code around it
+/// (the branch hint of hashbrown's `cold`; `core::hint::cold_path` needs
+/// Rust 1.95, above the crate's MSRV): the register allocator then puts
+/// its spills and reloads on that path rather than on the block loops
+/// it joins. Used on the title paths the burst loops gained, where it
+/// measurably lowers the instruction counts (even where the path is the
+/// usual one, as for sessions of a few minis); it changes no result.
+#[cold]
+#[inline(always)]
+fn rare() {}
 
 /// Classes of a basic-layout ownership byte ([`CLASSES`]).
 const NOT_OWNED: u8 = 0;
@@ -388,7 +415,11 @@ impl Cq {
                     // Step 3: the plain entries' fields, copied once,
                     // decoded; every entry's opcode is `b0`'s.
                     let group = run.prefix(k);
-                    let decoded = if W::WR_ID_IS_WQE_COUNTER {
+                    let decoded = if k == 0 {
+                        // (The odd entry alone: a title, the stream's
+                        // usual group of short sessions.)
+                        Ok(())
+                    } else if W::WR_ID_IS_WQE_COUNTER {
                         let hi = regular_high_word(0, b0);
                         group.decode_plain::<FIELDS_COUNTER, _, PollError>(
                             &mut out[n..],
@@ -433,17 +464,44 @@ impl Cq {
                 break;
             };
             if M == BASIC && matches!(stop, Some(b) if b & FORMAT_MASK == FORMAT_COMPRESSED) {
-                // A session's title (the stream's usual odd entry): copied
-                // whole into `cur`, the session opened (as `take_copied`).
-                ring.ring().copy_cqe_to(entry, &mut self.cur.cqe);
-                match self.basic_session::<M>() {
-                    Ok(s) if W::WR_ID_IS_WQE_COUNTER => {
-                        // Its arrays at once, the session in registers
-                        // (stored only if it stays open).
-                        n += self.session_arrays::<S, D>(ring, d, s, &mut out[n..]);
+                let mut entry = entry;
+                loop {
+                    // A session's title (the stream's usual odd entry):
+                    // copied whole into `cur`, the session opened (as
+                    // `take_copied`).
+                    ring.ring().copy_cqe_to(entry, &mut self.cur.cqe);
+                    match self.basic_session::<M>() {
+                        Ok(s) if W::WR_ID_IS_WQE_COUNTER => {
+                            // Its arrays at once, the session in registers
+                            // (stored only if it stays open).
+                            n += self.session_arrays::<S, D>(ring, d, s, &mut out[n..]);
+                        }
+                        Ok(s) => {
+                            self.session = Some(s);
+                            break;
+                        }
+                        Err(e) => return (n, Err(e)),
                     }
-                    Ok(s) => self.session = Some(s),
-                    Err(e) => return (n, Err(e)),
+                    if n < max && self.session.is_none() {
+                        rare();
+                        // The session done, the next entry (short sessions:
+                        // the next title) straight away: its ownership byte
+                        // once, classified; if a title, the barrier, then
+                        // the same steps; anything else is step 1's.
+                        let ci = self.ci;
+                        let next = ring.entry(ci);
+                        let b = ring.ring().read_op_own(next);
+                        let class = &classes[usize::from(ci & entries != 0)];
+                        if class[usize::from(b)] == ODD && b & FORMAT_MASK == FORMAT_COMPRESSED {
+                            // The copy reads the body the ownership byte
+                            // just published: not before it (PRM-FACTS
+                            // §9.2).
+                            barrier::from_device();
+                            entry = next;
+                            continue;
+                        }
+                    }
+                    break;
                 }
                 continue;
             }
@@ -618,13 +676,11 @@ impl Cq {
             if let Some(t) = title.take() {
                 self.commit_title(t);
                 // A plan depends on the title's opcode only (the CQ's mini
-                // format given) but for the title's `sop_drop_qpn`: kept
-                // from one title to the next of the same opcode.
-                let title = &self.cur.cqe;
-                match &mut plan {
-                    Some(Some(b)) if b.plan.opcode == title.op_own.into_bits() >> 4 => {
-                        b.unzip.title_sop_drop_qpn = title.sop_drop_qpn.into_bits().get();
-                    }
+                // format given; the title's `sop_drop_qpn` is read when a
+                // block is carried): kept from one title to the next of
+                // the same opcode.
+                match plan {
+                    Some(Some(b)) if b.plan.opcode == self.cur.cqe.op_own.into_bits() >> 4 => {}
                     _ => plan = None,
                 }
             }
@@ -657,8 +713,9 @@ impl Cq {
                         }
                     };
                     if let Some(b) = blocks {
-                        // This block and the compressed CQEs after it,
-                        // straight into the summaries.
+                        // This block and the compressed CQEs after it (and
+                        // the titles between them), straight into the
+                        // summaries.
                         let (k, next) = self.enhanced_blocks(ring, d, &b, copy, out, n, owned);
                         n = k;
                         (owned, pending) = match next {
@@ -712,9 +769,16 @@ impl Cq {
     /// entries from `self.ci` whose validity bytes were read before the
     /// last barrier (at least this one).
     ///
-    /// Returns the new count and, if an owned entry that is not such a
-    /// block ended the run, its copy (at the new `self.ci`); `None` when
-    /// `out` is full or the next entry is not owned yet.
+    /// A plain CQE of the plan's opcode after a block (the next title, as
+    /// in sessions of a few minis) is reported and committed here too, as
+    /// `enhanced_loop` does (wr_id = `wqe_counter`: only called with
+    /// [`WorkQueues::WR_ID_IS_WQE_COUNTER`]; there the commit waits for
+    /// the next entry that is not plain, to the same state): the plan
+    /// holds for the minis of the compressed CQEs after it.
+    ///
+    /// Returns the new count and, if an owned entry that is neither ended
+    /// the run, its copy (at the new `self.ci`); `None` when `out` is full
+    /// or the next entry is not owned yet.
     #[expect(
         clippy::too_many_arguments,
         reason = "the loop's state, all in registers"
@@ -756,46 +820,69 @@ impl Cq {
             } else {
                 let op_own = copy.to_cqe().op_own;
                 let count = zip::enhanced_count(op_own);
-                if op_own.into_bits() & FORMAT_MASK != FORMAT_COMPRESSED
-                    || count as usize > ENHANCED_MAX_MINIS
-                {
+                let bits = op_own.into_bits();
+                if bits & FORMAT_MASK != FORMAT_COMPRESSED {
+                    // (The owner bit is not used in this layout.)
+                    if !plain_of(bits, plan.opcode) {
+                        break Some(copy);
+                    }
+                    rare();
+                    // The next title: reported and committed as
+                    // `enhanced_loop` does (there, lazily: the same state).
+                    let f = plain_fields(&copy.to_cqe());
+                    if let Some(slot) = out.get_mut(n) {
+                        let hi = regular_high_word(f.byte_cnt, f.op_own);
+                        store_summary(slot, u64::from(f.wqe_counter), hi);
+                    }
+                    self.commit_title(copy);
+                    running = self.running;
+                    ci = ci.wrapping_add(1);
+                    n += 1;
+                    owned = owned.saturating_sub(1);
+                } else if count as usize > ENHANCED_MAX_MINIS {
                     break Some(copy);
-                }
-                if let Some(dst) = out
-                    .get_mut(n..)
-                    .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>())
-                {
-                    d.write(&b.p, copy, running, dst);
                 } else {
-                    // Fewer than seven places: the whole block into the
-                    // carry buffer, as many minis as fit handed out.
-                    if let Some(sums) = self.carry.sums.first_chunk_mut::<ENHANCED_MAX_MINIS>() {
-                        d.write(&b.p, copy, running, sums);
+                    if let Some(dst) = out
+                        .get_mut(n..)
+                        .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>())
+                    {
+                        d.write(&b.p, copy, running, dst);
+                    } else {
+                        // Fewer than seven places: the whole block into the
+                        // carry buffer, as many minis as fit handed out.
+                        if let Some(sums) = self.carry.sums.first_chunk_mut::<ENHANCED_MAX_MINIS>()
+                        {
+                            d.write(&b.p, copy, running, sums);
+                        }
+                        let take = (count as usize).min(max - n);
+                        copy_few(&mut out[n..n + take], &self.carry.sums);
+                        if take < count as usize {
+                            // The rest next call: the consumer index stays on
+                            // the block until its last mini is handed out.
+                            self.carry.block = copy.to_cqe();
+                            self.carry.running = running;
+                            let title_sop = self.cur.cqe.sop_drop_qpn.into_bits().get();
+                            self.session = Some(Session {
+                                base: ci,
+                                count,
+                                next: take as u32,
+                                unzip: Unzip {
+                                    title_sop_drop_qpn: title_sop,
+                                    ..b.unzip
+                                },
+                                fused: None,
+                                carried: true,
+                            });
+                            self.ci = ci;
+                            self.running = plan.end_running(running, count);
+                            return (max, None);
+                        }
                     }
-                    let take = (count as usize).min(max - n);
-                    copy_few(&mut out[n..n + take], &self.carry.sums);
-                    if take < count as usize {
-                        // The rest next call: the consumer index stays on
-                        // the block until its last mini is handed out.
-                        self.carry.block = copy.to_cqe();
-                        self.carry.running = running;
-                        self.session = Some(Session {
-                            base: ci,
-                            count,
-                            next: take as u32,
-                            unzip: b.unzip,
-                            fused: None,
-                            carried: true,
-                        });
-                        self.ci = ci;
-                        self.running = plan.end_running(running, count);
-                        return (max, None);
-                    }
+                    running = plan.end_running(running, count);
+                    ci = ci.wrapping_add(count);
+                    n += count as usize;
+                    owned = owned.saturating_sub(count as usize);
                 }
-                running = plan.end_running(running, count);
-                ci = ci.wrapping_add(count);
-                n += count as usize;
-                owned = owned.saturating_sub(count as usize);
             }
             if n >= max {
                 break None;
@@ -851,9 +938,8 @@ impl Cq {
     /// title (as `track_title` and the copy into `cur` in `advance_in`).
     #[inline(always)]
     fn commit_title(&mut self, copy: CqeCopy) {
-        let cqe = copy.to_cqe();
-        self.track_title(&cqe);
-        self.cur.cqe = cqe;
+        self.track_title(&copy.to_cqe());
+        copy.store_to(&mut self.cur.cqe);
     }
 
     /// The general steps for a CQE copied whole into `cqe` from the entry at

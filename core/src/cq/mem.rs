@@ -639,14 +639,21 @@ impl CqeCopy {
     #[inline(always)]
     pub(crate) fn to_cqe(self) -> Cqe64 {
         let mut cqe = Cqe64::default();
-        let out = (&mut cqe as *mut Cqe64).cast::<Chunk>();
+        self.store_to(&mut cqe);
+        cqe
+    }
+
+    /// Stores the copy into `dst`: one store per chunk (where assigning
+    /// [`Self::to_cqe`] may be split field by field).
+    #[inline(always)]
+    pub(crate) fn store_to(self, dst: &mut Cqe64) {
+        let out = (dst as *mut Cqe64).cast::<Chunk>();
         for (i, chunk) in self.0.into_iter().enumerate() {
             // SAFETY: `i < CHUNKS`, so the store lies inside the 64 bytes of
-            // `cqe` (align 1: unaligned store); any bits are a valid
+            // `dst` (align 1: unaligned store); any bits are a valid
             // `Cqe64` (zerocopy `FromBytes`).
             unsafe { out.add(i).write_unaligned(chunk) }
         }
-        cqe
     }
 
     /// The copy as a mini array (bytes 0–63 of the CQE).
