@@ -792,7 +792,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             open: None,
             wqes: 0,
             inline: false,
-            last: None,
+            last_ds: 0,
         }
     }
 
@@ -903,8 +903,11 @@ pub struct TxBatch<'q, 'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     wqes: u32,
     /// Whether any WQE of the batch carries inline data.
     inline: bool,
-    /// The last closed WQE: its first WQEBB's counter, WQEBBs, DS.
-    last: Option<(u32, u32, u32)>,
+    /// The DS count of the last closed WQE (0: none yet). It ends where
+    /// the next one starts (`p.pi`, moved when a WQE closes, never else),
+    /// so that its first WQEBB and WQEBB count follow ([`TxBatch::last_pi`]):
+    /// one store per WQE closed, not four.
+    last_ds: u32,
 }
 
 /// Writes `src` at `at` in `buf`, if it fits (it always does: every caller
@@ -988,8 +991,10 @@ struct Signal {
     /// packets (half the id ring) went unsignalled.
     drain_wqebbs: u32,
     drain_pkts: u32,
-    /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs; 0 for
-    /// [`CqePolicy::BurstEnd`].
+    /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs;
+    /// `u32::MAX` for [`CqePolicy::BurstEnd`] (never reached: the drain
+    /// guarantee requests a CQE long before), so that the test is one
+    /// comparison.
     every: u32,
     /// `fm_ce_se` of a WQE that requests no CQE.
     fm_unsignaled: u8,
@@ -1014,9 +1019,9 @@ struct Out<'x, 'a, P: DoorbellPolicy, Q: QpKind> {
     stage: &'x mut Stage,
     stats: &'x mut TxStats,
     p: &'x mut Pending,
-    /// [`TxBatch`]'s WQE count and last WQE.
+    /// [`TxBatch`]'s WQE count and last WQE's DS count.
     wqes: &'x mut u32,
-    last: &'x mut Option<(u32, u32, u32)>,
+    last_ds: &'x mut u32,
 }
 
 impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
@@ -1048,9 +1053,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
     #[inline(always)]
     fn signal_now(&self) -> bool {
         let s = &self.sig;
-        (self.p.wqebbs >= s.drain_wqebbs)
-            | (self.p.pkts >= s.drain_pkts)
-            | ((s.every != 0) & (self.p.wqes >= s.every))
+        (self.p.wqebbs >= s.drain_wqebbs) | (self.p.pkts >= s.drain_pkts) | (self.p.wqes >= s.every)
     }
 
     /// Writes the control segment of the staged WQE (starting at producer
@@ -1065,7 +1068,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         if direct && self.finish_in_place(pi, ds, opcode) {
             return;
         }
-        let bbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
+        let bbs = wqebbs_of(ds);
         self.p.wqes += 1;
         self.p.wqebbs += bbs;
         let signal = self.signal_now();
@@ -1106,7 +1109,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         }
         self.p.pi = pi.wrapping_add(bbs);
         *self.wqes += 1;
-        *self.last = Some((pi, bbs, ds));
+        *self.last_ds = ds;
         if signal {
             self.p.reset_since();
         }
@@ -1120,7 +1123,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
     /// WQEBBs cross the ring end (it is not in the ring then).
     #[inline(always)]
     fn finish_in_place(&mut self, pi: u32, ds: u32, opcode: u32) -> bool {
-        let bbs = ds.div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32);
+        let bbs = wqebbs_of(ds);
         let sq = &mut *self.sq;
         let Some(w) = sq.ring.window(pi, bbs) else {
             return false;
@@ -1129,9 +1132,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         p.wqes += 1;
         p.wqebbs += bbs;
         let s = &self.sig;
-        let signal = (p.wqebbs >= s.drain_wqebbs)
-            | (p.pkts >= s.drain_pkts)
-            | ((s.every != 0) & (p.wqes >= s.every));
+        let signal = (p.wqebbs >= s.drain_wqebbs) | (p.pkts >= s.drain_pkts) | (p.wqes >= s.every);
         let fm_ce_se = if signal {
             FM_CE_ALWAYS
         } else {
@@ -1167,12 +1168,22 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         }
         p.pi = pi.wrapping_add(bbs);
         *self.wqes += 1;
-        *self.last = Some((pi, bbs, ds));
+        *self.last_ds = ds;
         if signal {
             p.reset_since();
         }
         true
     }
+}
+
+/// WQEBBs of a WQE of `ds` DS (`ds` rounded up to WQEBBs): an add and a
+/// shift (DS per WQEBB, 4, is a power of two), done in 64 bits so that
+/// no `ds` overflows (`div_ceil` tests the remainder instead: six
+/// instructions).
+#[inline(always)]
+fn wqebbs_of(ds: u32) -> u32 {
+    const UNITS: u64 = (SEND_WQE_BB / SEND_WQE_DS) as u64;
+    ((u64::from(ds) + (UNITS - 1)) >> UNITS.trailing_zeros()) as u32
 }
 
 /// The shadow entry of a Tx WQE (session or single-packet WQE) whose
@@ -1293,7 +1304,7 @@ const fn every_of(cqe: CqePolicy) -> u32 {
     match cqe {
         CqePolicy::EverySessions(0) => 1,
         CqePolicy::EverySessions(n) => n as u32,
-        CqePolicy::BurstEnd { .. } => 0,
+        CqePolicy::BurstEnd { .. } => u32::MAX,
     }
 }
 
@@ -1561,7 +1572,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
             stats: &mut q.stats,
             p: &mut self.p,
             wqes: &mut self.wqes,
-            last: &mut self.last,
+            last_ds: &mut self.last_ds,
         }
     }
 
@@ -1714,14 +1725,15 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     #[inline(always)]
     fn publish(&mut self) -> u32 {
         self.close(CloseReason::Complete);
-        let Some((last_pi, bbs, ds)) = self.last else {
+        let ds = self.last_ds;
+        if ds == 0 {
             return 0;
-        };
+        }
         if let CqePolicy::BurstEnd { packets, wqebbs } = self.q.cfg.cqe {
             let by_pkts = self.p.ptr_pkts >= u32::from(packets);
             let by_bbs = wqebbs != 0 && self.p.wqebbs >= u32::from(wqebbs);
             if (by_pkts || by_bbs) && self.p.wqes != 0 {
-                self.request_cqe(last_pi);
+                self.request_cqe(self.last_pi());
             }
         }
         let wqes = self.wqes;
@@ -1734,6 +1746,9 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         sq.set_unsignaled(unsignaled);
         sq.fast_end = sq.pi;
         self.q.done = self.p;
+        // The staged copy of the last WQE: whole for a BlueFlame copy, else
+        // its first WQEBB (the doorbell is its first 8 bytes).
+        let bbs = if P::BLUEFLAME { wqebbs_of(ds) } else { 1 };
         let n = core::cmp::min(bbs as usize, STAGE_BBS) * SEND_WQE_BB;
         let staged = self.q.stage.0.get(..n).unwrap_or_default();
         let last_wqe = <[Wqebb]>::ref_from_bytes(staged).unwrap_or_default();
@@ -1745,6 +1760,13 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
             inline: self.inline,
         });
         wqes
+    }
+
+    /// The first WQEBB's counter of the last closed WQE (from its DS
+    /// count and the producer counter it ends at).
+    #[inline(always)]
+    fn last_pi(&self) -> u32 {
+        self.p.pi.wrapping_sub(wqebbs_of(self.last_ds))
     }
 
     /// Turns the CE bits of the WQE at `pi` (already in the ring and, as

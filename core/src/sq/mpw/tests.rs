@@ -1069,11 +1069,11 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
         } else {
             ba.push_burst(&pkts)
         };
-        let sa = (ba.inline, ba.wqes, ba.last, ba.open.is_some());
+        let sa = (ba.inline, ba.wqes, ba.last_ds, ba.open.is_some());
         let wa = ba.complete();
         let mut bb = b.start();
         let kb = pkts.iter().take_while(|p| bb.push(p).is_ok()).count();
-        let sb = (bb.inline, bb.wqes, bb.last, bb.open.is_some());
+        let sb = (bb.inline, bb.wqes, bb.last_ds, bb.open.is_some());
         let wb = bb.complete();
         let what = format!(
             "case {case} burst {burst} end {end}: {}",
