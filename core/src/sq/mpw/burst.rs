@@ -86,19 +86,17 @@
 //!
 //! Measured (`benches/icount.sh tx/empw_inline64_burst32`: 32 × 64-byte
 //! frames per `tx_burst`, AVX2, 256-WQEBB ring; callgrind per
-//! instruction, per burst): 1499 in `fresh` (`burst_avx2::fresh64`)
-//! with its counted loop (25 per packet; entering it: the first packet
-//! tested, the id run, the title; per session in the ring: opened,
-//! filled, the next packet tested, closed in place), about 50 for the
-//! sessions that cross the ring end (one in six: staged and copied), 76
-//! in `tx_burst` (the batch, the doorbell), 11 in the scenario's loop:
-//! 51.1 per packet, from 54.8 (the counted loop a function of its own:
-//! 886 in it, 726 in `fresh` itself) before the title was built from the
-//! key words, `fresh` stopped keeping [`Out`] in memory, the signalling
-//! constants were borrowed and the loop was inlined. Pointers
+//! instruction, per burst, e587604): 1452 in `fresh`
+//! (`burst_avx2::fresh64`) with its counted loop (24 per packet, 753 in
+//! all; entering it: the first packet tested, the id run, the title; per
+//! session in the ring: opened, filled, the next packet tested, closed in
+//! place), about 47 for the sessions that cross the ring end (one in six:
+//! staged and copied), 76 in `tx_burst` (the batch, the doorbell), 11 in
+//! the scenario's loop: 49.6 per packet. The same frames as `TxFrame`s
+//! (`tx/empw_inline64_frames32`): 1056 in `fresh` (a counted loop of 15
+//! per frame, 452 in all), 84 in `tx_frames`: 37.5 per packet. Pointers
 //! (`tx/empw_ptr64_burst32`, one session of 32 per burst, the loop
-//! inlined too): 41.3, from 42.7 (1223 in `fresh` with its loop, 74 in
-//! `tx_burst`).
+//! inlined too): 40.9; as `TxFrame`s 32.5.
 //!
 //! # One WQE per packet
 //!
