@@ -59,7 +59,14 @@
 //! of the next call. The consumer index stays on the block until its last
 //! mini is handed out (as for the general poller's session), so the
 //! doorbell record never covers a completion not handed out; `poll` or
-//! `start_poll` on a carried block decode it from its kept copy.
+//! `start_poll` on a carried block decode it from its kept copy. With a
+//! vector writer, a call that resumes a compressed stream (the usual call
+//! while a long session is in progress) starts with `Cq::enhanced_resume`:
+//! the carried minis, then, if the entry at the consumer index is a
+//! compressed CQE of the committed title (or a plain CQE of its opcode),
+//! straight into `Cq::enhanced_blocks` (its validity byte, the barrier,
+//! one copy), without the group scan; `Cq::enhanced_loop` takes whatever
+//! it leaves (out of line, from the copy it took, if any).
 //!
 //! STYLE point 8 holds per entry: its ownership byte is read once before
 //! the barrier (in a block run, with `num_and_type`, as the basic layout's
@@ -329,6 +336,9 @@ impl Cq {
         let Some(ring) = self.ring.sized::<S>() else {
             return Ok(0);
         };
+        if M == ENHANCED && W::WR_ID_IS_WQE_COUNTER && D::RUNS {
+            return self.burst_enhanced::<S, W, D>(ring, d, wqs, out);
+        }
         let start = self.ci;
         let mut n = 0;
         if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
@@ -351,6 +361,38 @@ impl Cq {
         result.map(|()| n)
     }
 
+    /// [`Self::burst_in`] on the enhanced layout with a run writer and
+    /// wr_ids that are the reported `wqe_counter`: the resume of a
+    /// compressed stream ([`Self::enhanced_resume`]) inline, anything it
+    /// leaves to the general loop out of line (compiled with the writer's
+    /// target feature).
+    #[inline(always)]
+    fn burst_enhanced<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        // (The resume moves the consumer index only past what it hands
+        // out: with `n` = 0 it has not moved.)
+        let (mut n, pending, more) = self.enhanced_resume::<S, D>(ring, d, out);
+        if let Some(rest) = out.get_mut(n..).filter(|r| more && !r.is_empty()) {
+            let start = self.ci;
+            let (k, result) = d.enhanced_loop::<S, W>(self, ring, wqs, rest, pending);
+            n += k;
+            // As `poll_in`: publish whatever was consumed, error or not.
+            if n > 0 || self.ci != start {
+                self.update_ci();
+            }
+            return result.map(|()| n);
+        }
+        if n > 0 {
+            self.update_ci();
+        }
+        Ok(n)
+    }
+
     /// Fills `out`; returns the count and why it stopped early, if it did
     /// with an error.
     #[inline(always)]
@@ -362,7 +404,7 @@ impl Cq {
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         if M == ENHANCED {
-            return self.enhanced_loop::<S, W, D>(ring, d, wqs, out);
+            return self.enhanced_loop::<S, W, D>(ring, d, wqs, out, None);
         }
         let max = out.len();
         let mut n = 0;
@@ -577,12 +619,13 @@ impl Cq {
     /// can be (else a session of the general poller), anything else by
     /// the general steps.
     #[inline(always)]
-    fn enhanced_loop<const S: usize, W: WorkQueues, D: SummaryWriter>(
+    pub(super) fn enhanced_loop<const S: usize, W: WorkQueues, D: SummaryWriter>(
         &mut self,
         ring: SizedRing<S>,
         d: D,
         wqs: &mut W,
         out: &mut [CompletionSummary],
+        pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
         let max = out.len();
         let size = self.size;
@@ -594,10 +637,10 @@ impl Cq {
         let mut n = 0;
         // Entries from `self.ci` on whose validity bytes were read (and
         // matched) before the last barrier.
-        let mut owned = 0usize;
+        let mut owned = usize::from(pending.is_some());
         // The entry at `self.ci`, already copied (owned: counted in
         // `owned`), when a block run ended on it.
-        let mut pending: Option<CqeCopy> = None;
+        let mut pending = pending;
         // The last plain CQE reported: the title once committed.
         let mut title: Option<CqeCopy> = None;
         // The whole-block plan of the committed title and the writer's
@@ -695,19 +738,7 @@ impl Cq {
                     let blocks = match plan {
                         Some(b) => b,
                         None => {
-                            let title = &self.cur.cqe;
-                            let unzip = view.map(|view| Unzip::new(title, view));
-                            let b = match unzip {
-                                Some(unzip) => match Fused::new(unzip, title.op_own.opcode()) {
-                                    Some(plan) => Some(BlockPlan {
-                                        unzip,
-                                        plan,
-                                        p: d.prepare(plan),
-                                    }),
-                                    None => None,
-                                },
-                                None => None,
-                            };
+                            let b = self.block_plan(d, view);
                             plan = Some(b);
                             b
                         }
@@ -716,8 +747,13 @@ impl Cq {
                         // This block and the compressed CQEs after it (and
                         // the titles between them), straight into the
                         // summaries.
-                        let (k, next) = self.enhanced_blocks(ring, d, &b, copy, out, n, owned);
+                        let (k, next) = self.enhanced_blocks(ring, d, &b, copy, out, n);
                         n = k;
+                        if n >= max {
+                            // (`out` full: a block carried, if any, waits
+                            // for the next call.)
+                            break Ok(());
+                        }
                         (owned, pending) = match next {
                             Some(copy) => (1, Some(copy)),
                             None => (0, None),
@@ -760,14 +796,99 @@ impl Cq {
         (n, result)
     }
 
+    /// Enhanced layout: the whole-block plan of the committed title (in
+    /// `cur`) and the writer's constants for it, if its minis take that
+    /// path. (No closure: the constants must be built with the caller's
+    /// target feature, inline.)
+    #[inline(always)]
+    fn block_plan<D: SummaryWriter>(&self, d: D, view: Option<MiniView>) -> Option<BlockPlan<D>> {
+        let title = &self.cur.cqe;
+        let unzip = Unzip::new(title, view?);
+        let plan = Fused::new(unzip, title.op_own.opcode())?;
+        Some(BlockPlan {
+            unzip,
+            plan,
+            p: d.prepare(plan),
+        })
+    }
+
+    /// Enhanced layout, [`WorkQueues::WR_ID_IS_WQE_COUNTER`]: the call that
+    /// resumes a compressed stream (the usual one while a long session is
+    /// in progress): the carried block's minis, then, if the entry at the
+    /// consumer index is a compressed CQE of the committed title (or a
+    /// plain CQE of its opcode: the next title of short sessions), the
+    /// block loop from there, without the group scan and the tests of
+    /// `enhanced_loop`. Returns the count, the copy of the entry at
+    /// `self.ci` if it was read and is left to `enhanced_loop`, and
+    /// whether `enhanced_loop` has anything to do (`false`: `out` is full
+    /// or the next entry is not owned yet).
+    #[inline(always)]
+    fn enhanced_resume<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Option<CqeCopy>, bool) {
+        let max = out.len();
+        let mut n = 0;
+        if let Some(s) = self.session {
+            if !s.carried {
+                return (0, None, true);
+            }
+            n = self.carry_out(s, out);
+            if n >= max {
+                return (n, None, false);
+            }
+        }
+        if self.title != Title::InCur {
+            return (n, None, true);
+        }
+        let ci = self.ci;
+        let e = ring.entry(ci);
+        // Step 1: its validity byte (PRM-FACTS §9.2), once.
+        if ring.ring().read_validity(e) != self.size.iteration(ci) {
+            return (n, None, false);
+        }
+        // Step 2: the copy reads the body the validity byte just
+        // published: not before it.
+        barrier::from_device();
+        // Step 3: one copy, decoded.
+        let copy = ring.ring().copy_out(e);
+        let op_own = copy.to_cqe().op_own;
+        let bits = op_own.into_bits();
+        let view = self.cfg.compression.map(|(_, format)| MiniView {
+            format,
+            striding: self.cfg.striding_rq,
+        });
+        let blocks = if bits & FORMAT_MASK == FORMAT_COMPRESSED {
+            // (One that declares more than seven minis is left by
+            // `enhanced_blocks` at once.)
+            self.block_plan(d, view)
+        } else {
+            // (As `enhanced_blocks` takes it after a block.)
+            self.block_plan(d, view)
+                .filter(|b| plain_of(bits, b.plan.opcode))
+        };
+        match blocks {
+            Some(b) => {
+                let (k, next) = self.enhanced_blocks(ring, d, &b, copy, out, n);
+                let more = next.is_some();
+                (k, next, more)
+            }
+            None => (n, Some(copy), true),
+        }
+    }
+
     /// Enhanced layout: the compressed CQE at `self.ci` (`copy`: its
     /// validity byte read before the barrier, copied once) and the
     /// compressed CQEs right after it, minis of the committed title, each
     /// written whole into `out` from `n` on by `d` (seven summaries at a
     /// time; with fewer than seven places left, through the carry buffer).
-    /// The consumer index and running counter stay in registers. `owned`:
-    /// entries from `self.ci` whose validity bytes were read before the
-    /// last barrier (at least this one).
+    /// The consumer index and running counter stay in registers; each next
+    /// entry's validity byte is read once, then the barrier, then its copy
+    /// (whether a group scan of the caller read it too is not tracked: the
+    /// scan reads consecutive slots, the next entry after a block is
+    /// `count` slots on).
     ///
     /// A plain CQE of the plan's opcode after a block (the next title, as
     /// in sessions of a few minis) is reported and committed here too, as
@@ -779,10 +900,6 @@ impl Cq {
     /// Returns the new count and, if an owned entry that is neither ended
     /// the run, its copy (at the new `self.ci`); `None` when `out` is full
     /// or the next entry is not owned yet.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the loop's state, all in registers"
-    )]
     #[inline(always)]
     fn enhanced_blocks<const S: usize, D: SummaryWriter>(
         &mut self,
@@ -792,14 +909,12 @@ impl Cq {
         mut copy: CqeCopy,
         out: &mut [CompletionSummary],
         mut n: usize,
-        owned: usize,
     ) -> (usize, Option<CqeCopy>) {
         let max = out.len();
         let size = self.size;
         let plan = b.plan;
         let mut ci = self.ci;
         let mut running = self.running;
-        let mut owned = owned.max(1);
         let next = loop {
             if D::RUNS && zip::is_full_block(copy) && max - n >= ENHANCED_MAX_MINIS {
                 // A run of full blocks up to the ring's end: a pointer walk,
@@ -810,11 +925,9 @@ impl Cq {
                 running = plan.end_running(running, minis as u32);
                 ci = ci.wrapping_add(minis as u32);
                 n += minis;
-                owned = owned.saturating_sub(minis);
                 if let Some(c) = pending {
                     // Owned (read before a barrier), not a full block.
                     copy = c;
-                    owned = owned.max(1);
                     continue;
                 }
             } else {
@@ -834,11 +947,9 @@ impl Cq {
                         let hi = regular_high_word(f.byte_cnt, f.op_own);
                         store_summary(slot, u64::from(f.wqe_counter), hi);
                     }
-                    self.commit_title(copy);
-                    running = self.running;
+                    running = self.commit_plain_title(copy);
                     ci = ci.wrapping_add(1);
                     n += 1;
-                    owned = owned.saturating_sub(1);
                 } else if count as usize > ENHANCED_MAX_MINIS {
                     break Some(copy);
                 } else {
@@ -881,24 +992,20 @@ impl Cq {
                     running = plan.end_running(running, count);
                     ci = ci.wrapping_add(count);
                     n += count as usize;
-                    owned = owned.saturating_sub(count as usize);
                 }
             }
             if n >= max {
                 break None;
             }
-            // The next entry: its validity byte once (unless read before
-            // the last barrier), the barrier, one copy.
+            // The next entry: its validity byte once, the barrier, one
+            // copy.
             let e = ring.entry(ci);
-            if owned == 0 {
-                if ring.ring().read_validity(e) != size.iteration(ci) {
-                    break None;
-                }
-                // The copy below reads the body the validity byte just
-                // published: not before it (PRM-FACTS §9.2, §10.5).
-                barrier::from_device();
-                owned = 1;
+            if ring.ring().read_validity(e) != size.iteration(ci) {
+                break None;
             }
+            // The copy below reads the body the validity byte just
+            // published: not before it (PRM-FACTS §9.2, §10.5).
+            barrier::from_device();
             copy = ring.ring().copy_out(e);
         };
         self.ci = ci;
@@ -940,6 +1047,16 @@ impl Cq {
     fn commit_title(&mut self, copy: CqeCopy) {
         self.track_title(&copy.to_cqe());
         copy.store_to(&mut self.cur.cqe);
+    }
+
+    /// [`Self::commit_title`] for a plain CQE (never an error CQE, so
+    /// always the new title): returns the running counter after it, in a
+    /// register for the block loop (as `track_title` sets it).
+    #[inline(always)]
+    fn commit_plain_title(&mut self, copy: CqeCopy) -> u16 {
+        let running = self.set_title(&copy.to_cqe());
+        copy.store_to(&mut self.cur.cqe);
+        running
     }
 
     /// The general steps for a CQE copied whole into `cqe` from the entry at

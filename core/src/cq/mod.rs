@@ -780,10 +780,19 @@ impl Cq {
                 self.title = Title::Saved;
             }
         } else {
-            self.running = zip::running_after(cqe, self.cfg.striding_rq);
-            self.title = Title::InCur;
-            self.batch_has_title = false;
+            self.set_title(cqe);
         }
+    }
+
+    /// A regular (not error) CQE becomes the title (the caller keeps it in
+    /// `cur`): the running counter after it, returned too.
+    #[inline(always)]
+    pub(super) fn set_title(&mut self, cqe: &Cqe64) -> u16 {
+        let running = zip::running_after(cqe, self.cfg.striding_rq);
+        self.running = running;
+        self.title = Title::InCur;
+        self.batch_has_title = false;
+        running
     }
 
     /// The inline-scattered first half of a 128-byte slot (rare: only for

@@ -869,6 +869,23 @@ pub(crate) trait SummaryWriter: Copy {
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>);
+
+    /// `cq.enhanced_loop` with this writer from the entry `pending` (the
+    /// copy the burst poller's resume took at the consumer index, if it
+    /// took one): what the resume leaves, out of line with the writer's
+    /// target feature (the vector writers; the scalar one never resumes,
+    /// [`Self::RUNS`]).
+    #[inline(always)]
+    fn enhanced_loop<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+        pending: Option<CqeCopy>,
+    ) -> (usize, Result<(), PollError>) {
+        cq.enhanced_loop::<S, W, Self>(ring, self, wqs, out, pending)
+    }
 }
 
 /// The scalar [`SummaryWriter`] (any CPU).

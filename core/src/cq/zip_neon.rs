@@ -215,6 +215,19 @@ impl SummaryWriter for NeonWriter {
         // SAFETY: `self` holds the token, so NEON is available.
         unsafe { burst_loop_neon::<M, S, W>(self, cq, ring, wqs, out) }
     }
+
+    #[inline(always)]
+    fn enhanced_loop<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+        pending: Option<CqeCopy>,
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so NEON is available.
+        unsafe { enhanced_loop_neon::<S, W>(self, cq, ring, wqs, out, pending) }
+    }
 }
 
 /// [`SummaryWriter::write`] with NEON.
@@ -267,6 +280,23 @@ unsafe fn burst_loop_neon<const M: u8, const S: usize, W: WorkQueues>(
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
     cq.burst_loop::<M, S, W, NeonWriter>(ring, d, wqs, out)
+}
+
+/// `cq.enhanced_loop` with the NEON writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support NEON.
+#[target_feature(enable = "neon")]
+#[inline(never)]
+unsafe fn enhanced_loop_neon<const S: usize, W: WorkQueues>(
+    d: NeonWriter,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+    pending: Option<CqeCopy>,
+) -> (usize, Result<(), PollError>) {
+    cq.enhanced_loop::<S, W, NeonWriter>(ring, d, wqs, out, pending)
 }
 
 /// `Cq::poll_burst` for layout `M` with the NEON writer (the token proves

@@ -389,6 +389,19 @@ impl SummaryWriter for Sse41Writer {
         // SAFETY: `self` holds the token, so SSE4.1 is available.
         unsafe { burst_loop_sse41::<M, S, W>(self, cq, ring, wqs, out) }
     }
+
+    #[inline(always)]
+    fn enhanced_loop<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+        pending: Option<CqeCopy>,
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so SSE4.1 is available.
+        unsafe { enhanced_loop_sse41::<S, W>(self, cq, ring, wqs, out, pending) }
+    }
 }
 
 /// [`SummaryWriter::write`] with 128-bit vectors: per mini one `pshufb`
@@ -496,6 +509,19 @@ impl SummaryWriter for Avx2Writer {
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so AVX2 is available.
         unsafe { burst_loop_avx2::<M, S, W>(self, cq, ring, wqs, out) }
+    }
+
+    #[inline(always)]
+    fn enhanced_loop<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+        pending: Option<CqeCopy>,
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { enhanced_loop_avx2::<S, W>(self, cq, ring, wqs, out, pending) }
     }
 }
 
@@ -829,6 +855,23 @@ unsafe fn burst_loop_sse41<const M: u8, const S: usize, W: WorkQueues>(
     cq.burst_loop::<M, S, W, Sse41Writer>(ring, d, wqs, out)
 }
 
+/// `cq.enhanced_loop` with the SSE4.1 writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+#[inline(never)]
+unsafe fn enhanced_loop_sse41<const S: usize, W: WorkQueues>(
+    d: Sse41Writer,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+    pending: Option<CqeCopy>,
+) -> (usize, Result<(), PollError>) {
+    cq.enhanced_loop::<S, W, Sse41Writer>(ring, d, wqs, out, pending)
+}
+
 /// `cq.burst_loop` with the AVX2 writer, compiled for the feature.
 ///
 /// # Safety
@@ -843,6 +886,23 @@ unsafe fn burst_loop_avx2<const M: u8, const S: usize, W: WorkQueues>(
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
     cq.burst_loop::<M, S, W, Avx2Writer>(ring, d, wqs, out)
+}
+
+/// `cq.enhanced_loop` with the AVX2 writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn enhanced_loop_avx2<const S: usize, W: WorkQueues>(
+    d: Avx2Writer,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    wqs: &mut W,
+    out: &mut [CompletionSummary],
+    pending: Option<CqeCopy>,
+) -> (usize, Result<(), PollError>) {
+    cq.enhanced_loop::<S, W, Avx2Writer>(ring, d, wqs, out, pending)
 }
 
 /// `Cq::poll_burst` for layout `M` with the SSSE3 writer (the token
