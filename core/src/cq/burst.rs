@@ -38,7 +38,14 @@
 //! the array whose holes wrap the ring goes alone). Everything else (a
 //! basic array `out` has no room for,
 //! other work queues, striding RQs, error titles) goes through the
-//! session's [`super::MiniBatch`] as the general poller decodes it.
+//! session's [`super::MiniBatch`] as the general poller decodes it. With a
+//! vector writer, a call that resumes an open basic session in the middle
+//! of its arrays (the usual call while a long session is in progress)
+//! starts with `Cq::basic_resume`: the session's whole arrays from the next
+//! one on, up to the ring's end, straight into
+//! [`SummaryWriter::resume_arrays`], without the first-array, wrap and
+//! last-array steps; the general loop (out of line) takes whatever it
+//! leaves.
 //!
 //! The enhanced layout goes entry by entry (`Cq::enhanced_loop`): validity
 //! bytes for a group at a time, one barrier per group, each entry copied
@@ -342,7 +349,11 @@ impl Cq {
         let start = self.ci;
         let mut n = 0;
         if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
-            n = self.basic_arrays::<S, D>(ring, d, out);
+            n = if D::RUNS {
+                self.basic_resume::<S, D>(ring, d, out)
+            } else {
+                self.basic_arrays::<S, D>(ring, d, out)
+            };
         }
         let mut result = Ok(());
         if let Some(rest) = out.get_mut(n..).filter(|r| !r.is_empty()) {
@@ -391,6 +402,51 @@ impl Cq {
             self.update_ci();
         }
         Ok(n)
+    }
+
+    /// Basic layout, run writer: the call that resumes an open session in
+    /// the middle of its arrays (the usual one while a long session is in
+    /// progress): its whole arrays from the next one on, while `out` has
+    /// room for eight and up to the ring's end, straight into
+    /// [`SummaryWriter::resume_arrays`], without the first-array,
+    /// wrap and last-array steps of [`Self::session_arrays`] (the general
+    /// loop takes whatever is left). Returns the number of completions
+    /// written.
+    #[inline(always)]
+    fn basic_resume<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        out: &mut [CompletionSummary],
+    ) -> usize {
+        const A: u32 = MINI_CQE_ARRAY_SIZE as u32;
+        let Some(s) = self.session.as_mut() else {
+            return 0;
+        };
+        let Some(plan) = s.fused else {
+            return 0;
+        };
+        // (`next` = 0: the first array, at slot offset 1, is the loop's.)
+        if s.next == 0 || s.next % A != 0 {
+            return 0;
+        }
+        let room = (out.len() / MINI_CQE_ARRAY_SIZE) as u32;
+        let whole = ((s.count - s.next) / A).min(room);
+        // Array `k` at slot offset `8k`, covering 8 slots; up to the
+        // ring's end: a pointer walk, no index masking.
+        let arrays = ring.arrays(s.base.wrapping_add(s.next), whole as usize);
+        if arrays.len() == 0 {
+            return 0;
+        }
+        let running = self.running;
+        let k = d.resume_arrays(&d.prepare(plan), plan, arrays, running, out) as u32;
+        self.running = plan.end_running(running, k * A);
+        s.next += k * A;
+        if s.next == s.count {
+            self.ci = s.base.wrapping_add(s.count);
+            self.session = None;
+        }
+        (k * A) as usize
     }
 
     /// Fills `out`; returns the count and why it stopped early, if it did

@@ -805,6 +805,21 @@ pub(crate) trait SummaryWriter: Copy {
         done
     }
 
+    /// [`Self::write_arrays`] for the burst poller's resume of a basic
+    /// session (`Cq::basic_resume`): the same summaries, invalidations and
+    /// count; a writer may give this call a loop of its own.
+    #[inline(always)]
+    fn resume_arrays<const S: usize>(
+        self,
+        p: &Self::Prepared,
+        plan: Fused,
+        arrays: ArrayRun<S>,
+        running: u16,
+        out: &mut [CompletionSummary],
+    ) -> usize {
+        self.write_arrays::<S>(p, plan, arrays, running, out)
+    }
+
     /// Enhanced layout: writes full compressed CQEs (seven minis each) of
     /// one title, seven summaries each, into `out` while it has room for
     /// seven: `first` (the copy of `blocks`' entry 0, owned, a full block),

@@ -482,7 +482,20 @@ impl SummaryWriter for Avx2Writer {
         out: &mut [CompletionSummary],
     ) -> usize {
         // SAFETY: `self` holds the token, so AVX2 is available.
-        unsafe { write_arrays_avx2::<S>(p, arrays, running, out) }
+        unsafe { write_arrays_avx2::<S, false>(p, arrays, running, out) }
+    }
+
+    #[inline(always)]
+    fn resume_arrays<const S: usize>(
+        self,
+        p: &Avx2Prepared,
+        _plan: Fused,
+        arrays: ArrayRun<S>,
+        running: u16,
+        out: &mut [CompletionSummary],
+    ) -> usize {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { write_arrays_avx2::<S, true>(p, arrays, running, out) }
     }
 
     #[inline(always)]
@@ -678,45 +691,79 @@ unsafe fn write_avx2<const L: usize>(
 /// (the sum `write_avx2` forms per array) kept in a register and advanced
 /// by eight lanes per array (running shape; zero otherwise): per pair one
 /// broadcast, one `vpshufb`, one add, one store, one add for the next
-/// array.
+/// array. `RESUME`: the loop of [`SummaryWriter::resume_arrays`], one
+/// counter for the run's arrays and `out`'s chunks (the general loop
+/// keeps its own form: its registers are laid out around it).
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-unsafe fn write_arrays_avx2<const S: usize>(
+unsafe fn write_arrays_avx2<const S: usize, const RESUME: bool>(
     p: &Avx2Prepared,
     arrays: ArrayRun<S>,
     running: u16,
     out: &mut [CompletionSummary],
 ) -> usize {
     // SAFETY: AVX2 is enabled for this function and available (caller
-    // contract). Stores: array `i` writes its chunk `dst` of eight
-    // summaries (128 bytes) in four 32-byte stores; every byte pattern is
-    // a valid summary (as in `write_sse41`).
+    // contract); `array_avx2` has the same contract.
     unsafe {
         // The counter's step per array: eight lanes, in its word only.
         let step = _mm256_and_si256(_mm256_set1_epi16(MINI_CQE_ARRAY_SIZE as i16), p.run);
         let mut acc = accumulators(p, running);
         let mut done = 0;
-        for (i, dst) in out
-            .chunks_exact_mut(MINI_CQE_ARRAY_SIZE)
-            .take(arrays.len())
-            .enumerate()
-        {
-            let Some(copy) = arrays.copy(i) else {
-                break;
-            };
-            let d = dst.as_mut_ptr().cast::<__m256i>();
-            for (j, a) in acc.iter_mut().enumerate() {
-                let pair = _mm256_broadcastsi128_si256(copy.0[j]);
-                let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *a);
-                _mm256_storeu_si256(d.add(j), s);
-                *a = _mm256_add_epi16(*a, step);
+        if RESUME {
+            let chunks = out.chunks_exact_mut(MINI_CQE_ARRAY_SIZE);
+            for (i, dst) in (0..arrays.len()).zip(chunks) {
+                let (Some(copy), Ok(dst)) = (arrays.copy(i), dst.try_into()) else {
+                    break;
+                };
+                array_avx2(p, &mut acc, step, copy, dst);
+                arrays.invalidate(i);
+                done = i + 1;
             }
-            arrays.invalidate(i);
-            done = i + 1;
+        } else {
+            for (i, dst) in out
+                .chunks_exact_mut(MINI_CQE_ARRAY_SIZE)
+                .take(arrays.len())
+                .enumerate()
+            {
+                let (Some(copy), Ok(dst)) = (arrays.copy(i), dst.try_into()) else {
+                    break;
+                };
+                array_avx2(p, &mut acc, step, copy, dst);
+                arrays.invalidate(i);
+                done = i + 1;
+            }
         }
         done
+    }
+}
+
+/// One array of [`write_arrays_avx2`]: its copy written into `dst` (eight
+/// summaries, 128 bytes, in four 32-byte stores), the accumulators
+/// advanced by `step`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn array_avx2(
+    p: &Avx2Prepared,
+    acc: &mut [__m256i; 4],
+    step: __m256i,
+    copy: CqeCopy,
+    dst: &mut [CompletionSummary; MINI_CQE_ARRAY_SIZE],
+) {
+    // SAFETY: AVX2 is available (caller contract). Stores: `dst`, eight
+    // summaries (128 bytes), written in four 32-byte stores (`j` < 4);
+    // every byte pattern is a valid summary (as in `write_sse41`).
+    unsafe {
+        let d = dst.as_mut_ptr().cast::<__m256i>();
+        for (j, a) in acc.iter_mut().enumerate() {
+            let pair = _mm256_broadcastsi128_si256(copy.0[j]);
+            let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *a);
+            _mm256_storeu_si256(d.add(j), s);
+            *a = _mm256_add_epi16(*a, step);
+        }
     }
 }
 
