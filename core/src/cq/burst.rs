@@ -95,8 +95,8 @@ use super::mem::{
 use super::zip::{self, Fused, MiniView, ScalarWriter, Session, SummaryWriter, Unzip};
 use super::{
     lookup_error, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title, UnzipPath,
-    WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_MASK, NO_ZIP, OP_REQ,
-    OP_RESP_SEND_INV, QPN_MASK,
+    WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64, FORMAT_MASK, NO_ZIP,
+    OPCODE_MASK, OP_REQ, OP_RESP_SEND_INV, QPN_MASK,
 };
 use crate::barrier;
 use crate::prm::{CqeOpcode, MiniCqeArray, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
@@ -187,7 +187,8 @@ const fn plain(op_own: u8, limit: u8) -> bool {
 /// compared, as in [`plain`].
 #[inline(always)]
 const fn plain_of(op_own: u8, opcode: u8) -> bool {
-    op_own & 0xf8 == opcode << 4
+    // (Format bit 3 is `FORMAT_INLINE64`'s bit.)
+    op_own & (OPCODE_MASK | FORMAT_INLINE64) == opcode << OPCODE_MASK.trailing_zeros()
 }
 
 /// Marks the path that calls it as the one to pay for the code around it

@@ -1110,6 +1110,8 @@ const NO_ZIP: u8 = 0;
 const BASIC: u8 = 1;
 const ENHANCED: u8 = 2;
 
+/// `op_own[7:4]`, the CQE opcode, in place (PRM-FACTS §9.1).
+const OPCODE_MASK: u8 = 0xf0;
 /// `op_own[3:2]`, the CQE format, in place (PRM-FACTS §9.1).
 const FORMAT_MASK: u8 = 0x0c;
 /// Format 3: compressed.

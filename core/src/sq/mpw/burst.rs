@@ -393,20 +393,10 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             let free_bbs = full_at.wrapping_sub(out.p.pi);
             let whole = free_bbs >= full.need;
             let go_on = if whole && out.sq.ring.window(out.p.pi, full.win).is_some() {
-                let room = Room {
-                    max_ds: full.max_ds,
-                    cap: full.cap,
-                    win: full.win,
-                    reason: full.reason,
-                };
+                let room = full.room();
                 fresh_session::<T, D, F, END, P, Q, true>(&mut out, &mut run, open, inline, room)
             } else if whole {
-                let room = Room {
-                    max_ds: full.max_ds,
-                    cap: full.cap,
-                    win: full.win,
-                    reason: full.reason,
-                };
+                let room = full.room();
                 fresh_session::<T, D, F, END, P, Q, false>(&mut out, &mut run, open, inline, room)
             } else {
                 let max_pk = max_packets_of(M::KIND, cfg);
@@ -2072,6 +2062,17 @@ pub(super) struct FreshFull {
 }
 
 impl FreshFull {
+    /// The [`Room`] of a session with the whole room.
+    #[inline(always)]
+    fn room(&self) -> Room {
+        Room {
+            max_ds: self.max_ds,
+            cap: self.cap,
+            win: self.win,
+            reason: self.reason,
+        }
+    }
+
     fn of<D: Fresh>(cfg: &super::TxConfig, max_pk: u32) -> Self {
         let max_inline = u32::from(cfg.max_inline_bytes);
         let cfg_ds = u32::from(cfg.max_wqe_bytes) / SEND_WQE_DS as u32;
