@@ -26,14 +26,26 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-targets=(hexdump decode_cqe decode_wqe decode_mini decode_cq cq_poll zip_session)
+targets=(hexdump decode_cqe decode_wqe decode_mini decode_cq cq_poll zip_session encode_wqe)
 
 cargo +nightly fuzz build
 for t in "${targets[@]}"; do
     echo "=== fuzz $t: ${secs}s"
+    # A target with checked-in seeds (seeds/<target>/) and a dictionary
+    # (dict/<target>.dict) starts from them: text inputs are far from
+    # random bytes. The corpus directory is the one cargo-fuzz grows.
+    extra=()
+    if [ -d "seeds/$t" ]; then
+        mkdir -p "corpus/$t"
+        extra+=("corpus/$t" "seeds/$t")
+    fi
+    opts=()
+    if [ -f "dict/$t.dict" ]; then
+        opts+=("-dict=dict/$t.dict")
+    fi
     # -timeout: a single input taking over 10 s is a hang, not slowness.
     # -rss_limit_mb: the targets allocate at most a few hundred KiB per input.
-    cargo +nightly fuzz run "$t" -- \
+    cargo +nightly fuzz run "$t" "${extra[@]}" -- "${opts[@]}" \
         -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 done
 echo "=== all ${#targets[@]} targets ran ${secs}s each without a crash"

@@ -3,7 +3,10 @@
 //! read or write outside the ring, doorbell record and UAR page (the
 //! address sanitizer watches), and must terminate. Polled once more with
 //! the scalar mini decoder and once with the best path this CPU runs, it
-//! must report the same completions bit for bit.
+//! must report the same completions bit for bit. Polled with `poll` and
+//! with `poll_burst` in the same (input-chosen) batch sizes, with each
+//! decoder, every call must report the same summaries, result, consumer
+//! index, doorbell record and broken state.
 //!
 //! Input: byte 0 = CQE size (bit 0), compression (bits 1–2: none, basic,
 //! enhanced, enhanced), striding RQ (bit 3), polling API (bits 4–5: `poll`,
@@ -12,13 +15,15 @@
 //! 1 = log2 of the CQE count (bits 0–6, mod 9) and padding (bit 7: the
 //! initial pattern, opcode INVALID and validity 0xff in every slot, else
 //! zeros, which read as valid REQ CQEs); byte 2 = mini format (raw PRM
-//! value, unknown ones included); bytes 3–6 = consumer index; the rest =
-//! ring bytes from slot 0.
+//! value, unknown ones included); bytes 3–6 = consumer index (byte 3 also
+//! seeds the batch sizes of the `poll`/`poll_burst` comparison); the rest
+//! = ring bytes from slot 0.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use mlx5dp::cq::{
-    Cq, CqConfig, CqParts, CqeSize, Layout, Origin, PollError, RawCounters, UnzipPath, Wc,
+    CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, Origin, PollError, RawCounters,
+    UnzipPath, Wc,
 };
 use mlx5dp::prm::{Cqe64, MiniCqeFormat};
 use std::ptr::NonNull;
@@ -64,6 +69,25 @@ impl Mem {
         // in `Drop`; the CQ is a local of this function.
         let mut cq = unsafe { Cq::from_raw_parts(parts, cfg, ci) }.expect("valid parts");
         f(&mut cq)
+    }
+}
+
+/// A doorbell record, readable while a CQ over it is alive.
+#[derive(Clone, Copy)]
+struct Rec(*mut [u32; 2]);
+
+impl Rec {
+    fn get(self) -> [u32; 2] {
+        // SAFETY: from `Mem::rec`: the record lives as long as its `Mem`,
+        // which outlives the CQs built over it in `compare_burst`; read
+        // between CQ calls, never during one.
+        unsafe { self.0.read() }
+    }
+}
+
+impl Mem {
+    fn rec(&self) -> Rec {
+        Rec(self.dbrec)
     }
 }
 
@@ -134,6 +158,68 @@ fn trace(cq: &mut Cq, cqe_cnt: u32) -> Trace {
     }
 }
 
+/// What a CQ is built with.
+#[derive(Clone, Copy)]
+struct Setup {
+    cqe_cnt: u32,
+    cqe_size: CqeSize,
+    cfg: CqConfig,
+    ci: u32,
+}
+
+/// Batch sizes of the `poll` / `poll_burst` comparison: short ones (a
+/// session's minis carried from one call to the next) and up to 64 (whole
+/// arrays and blocks), in an order `seed` picks.
+fn batch(seed: u8, call: usize) -> usize {
+    const SIZES: [usize; 8] = [1, 7, 32, 3, 64, 2, 9, 16];
+    SIZES[(usize::from(seed) + call * usize::from(seed | 1)) % SIZES.len()]
+}
+
+/// Polls `a` with `poll` and `b` (over a copy of the same ring) with
+/// `poll_burst` in the same batch sizes until empty or broken; after every
+/// call both must have reported the same completions (as summaries) and
+/// result and left the same consumer index, doorbell record and state.
+fn compare_burst(a: &mut Mem, b: &mut Mem, c: Setup, seed: u8) {
+    let Setup {
+        cqe_cnt,
+        cqe_size,
+        cfg,
+        ci,
+    } = c;
+    // Both CQs live across calls: built once, in nested closures; the
+    // records are read through copies of the raw pointers.
+    let (rec_a, rec_b) = (Mem::rec(a), Mem::rec(b));
+    a.with_cq(cqe_cnt, cqe_size, cfg, ci, |ca| {
+        b.with_cq(cqe_cnt, cqe_size, cfg, ci, |cb| {
+            let (mut wa, mut wb) = (RawCounters::default(), RawCounters::default());
+            let mut out = [CompletionSummary::default(); 64];
+            let mut total = 0usize;
+            for call in 0.. {
+                assert!(call <= bound(cqe_cnt) + 1, "poller did not terminate");
+                let n = batch(seed, call);
+                let mut want = Vec::new();
+                let r_poll = ca.poll(&mut wa, n, |x| want.push(x.summary()));
+                let r_burst = cb.poll_burst(&mut wb, &mut out[..n]);
+                assert_eq!(r_burst, r_poll, "call {call} batch {n}");
+                assert_eq!(&out[..want.len()], &want[..], "call {call} batch {n}");
+                assert_eq!(cb.consumer_index(), ca.consumer_index(), "call {call}");
+                assert_eq!(cb.in_session(), ca.in_session(), "call {call}");
+                assert_eq!(cb.is_broken(), ca.is_broken(), "call {call}");
+                assert_eq!(cb.error_log(), ca.error_log(), "call {call}");
+                assert_eq!(rec_b.get(), rec_a.get(), "call {call}");
+                total += want.len();
+                assert!(
+                    total <= bound(cqe_cnt),
+                    "{total} completions from a static ring"
+                );
+                if r_poll == Ok(0) || ca.is_broken() {
+                    break;
+                }
+            }
+        })
+    });
+}
+
 fn exercise_apis(cq: &mut Cq, cqe_cnt: u32, api: u8, arm: bool) {
     let mut wqs = RawCounters::default();
     let bound = bound(cqe_cnt);
@@ -142,7 +228,7 @@ fn exercise_apis(cq: &mut Cq, cqe_cnt: u32, api: u8, arm: bool) {
     loop {
         calls += 1;
         assert!(calls <= bound + 1, "poller did not terminate");
-        let step = match if api == 3 { calls as u8 % 3 } else { api } {
+        let step = match if api == 3 { calls as u8 % 4 } else { api } {
             0 => cq.poll(&mut wqs, 3, |c| {
                 let _ = c.to_wc();
                 let _ = c.inline_data();
@@ -151,6 +237,10 @@ fn exercise_apis(cq: &mut Cq, cqe_cnt: u32, api: u8, arm: bool) {
             1 => {
                 let mut wc = [Wc::default(); 4];
                 cq.poll_wc(&mut wqs, &mut wc)
+            }
+            3 => {
+                let mut out = [CompletionSummary::default(); 8];
+                cq.poll_burst(&mut wqs, &mut out[..1 + calls % 8])
             }
             _ => match cq.start_poll(&mut wqs) {
                 Ok(None) => Ok(0),
@@ -254,7 +344,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut a = Mem::new(ring.clone());
     let scalar = a.with_cq(cqe_cnt, cqe_size, scalar_cfg, ci, |cq| trace(cq, cqe_cnt));
-    let mut b = Mem::new(ring);
+    let mut b = Mem::new(ring.clone());
     let best = b.with_cq(cqe_cnt, cqe_size, best_cfg, ci, |cq| trace(cq, cqe_cnt));
     assert_eq!(
         scalar,
@@ -262,4 +352,19 @@ fuzz_target!(|data: &[u8]| {
         "scalar and {} disagree",
         best_cfg.unzip.name()
     );
+    drop((a, b));
+
+    // `poll_burst` reports what `poll` does, call by call, with each
+    // decoder.
+    for cfg in [scalar_cfg, best_cfg] {
+        let mut a = Mem::new(ring.clone());
+        let mut b = Mem::new(ring.clone());
+        let setup = Setup {
+            cqe_cnt,
+            cqe_size,
+            cfg,
+            ci,
+        };
+        compare_burst(&mut a, &mut b, setup, head[3]);
+    }
 });

@@ -167,6 +167,110 @@ fn members() -> Vec<Member> {
         size: SEND_WQE_DS,
     });
 
+    same!(v, "mlx5_wqe_umr_ctrl_seg", "flags", UmrCtrlSeg.flags);
+    same!(v, "mlx5_wqe_umr_ctrl_seg", "rsvd0", UmrCtrlSeg.rsvd0);
+    same!(
+        v,
+        "mlx5_wqe_umr_ctrl_seg",
+        "klm_octowords",
+        UmrCtrlSeg.klm_octowords
+    );
+    same!(
+        v,
+        "mlx5_wqe_umr_ctrl_seg",
+        "translation_offset",
+        UmrCtrlSeg.translation_offset
+    );
+    same!(
+        v,
+        "mlx5_wqe_umr_ctrl_seg",
+        "bsf_octowords",
+        UmrCtrlSeg.translation_offset
+    );
+    same!(
+        v,
+        "mlx5_wqe_umr_ctrl_seg",
+        "mkey_mask",
+        UmrCtrlSeg.mkey_mask
+    );
+    same!(v, "mlx5_wqe_umr_ctrl_seg", "rsvd1", UmrCtrlSeg.rsvd1);
+
+    same!(v, "mlx5_wqe_mkey_context_seg", "free", MkeyContextSeg.free);
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "reserved1",
+        MkeyContextSeg.reserved1
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "access_flags",
+        MkeyContextSeg.access_flags
+    );
+    same!(v, "mlx5_wqe_mkey_context_seg", "sf", MkeyContextSeg.sf);
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "qpn_mkey",
+        MkeyContextSeg.qpn_mkey
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "reserved2",
+        MkeyContextSeg.reserved2
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "flags_pd",
+        MkeyContextSeg.flags_pd
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "start_addr",
+        MkeyContextSeg.start_addr
+    );
+    same!(v, "mlx5_wqe_mkey_context_seg", "len", MkeyContextSeg.len);
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "bsf_octword_size",
+        MkeyContextSeg.bsf_octword_size
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "reserved3",
+        MkeyContextSeg.reserved3
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "translations_octword_size",
+        MkeyContextSeg.translations_octword_size
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "reserved4",
+        MkeyContextSeg.reserved4
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "log_page_size",
+        MkeyContextSeg.log_page_size
+    );
+    same!(
+        v,
+        "mlx5_wqe_mkey_context_seg",
+        "reserved",
+        MkeyContextSeg.reserved
+    );
+
     same!(v, "mlx5_wqe_srq_next_seg", "rsvd0", SrqNextSeg.rsvd0);
     same!(
         v,
@@ -244,6 +348,12 @@ fn struct_sizes() -> Vec<(&'static str, usize, &'static str)> {
             EthSeg::SIZE + SEND_WQE_DS,
             "EthSeg + 16 bytes of inline header",
         ),
+        ("mlx5_wqe_umr_ctrl_seg", UmrCtrlSeg::SIZE, "UmrCtrlSeg"),
+        (
+            "mlx5_wqe_mkey_context_seg",
+            MkeyContextSeg::SIZE,
+            "MkeyContextSeg",
+        ),
         ("mlx5_wqe_srq_next_seg", SrqNextSeg::SIZE, "SrqNextSeg"),
         ("mlx5_mprq_wqe", MprqWqe::SIZE, "MprqWqe"),
         ("mlx5_cqe64", Cqe64::SIZE, "Cqe64"),
@@ -255,12 +365,13 @@ fn struct_sizes() -> Vec<(&'static str, usize, &'static str)> {
 const NOT_MODELLED_STRUCTS: &[(&str, &str)] = &[
     ("mlx5_tm_cqe", "tag-matching view of CQE bytes 0-17"),
     ("mlx5_wqe_tm_seg", "tag-matching segment"),
-    ("mlx5_wqe_umr_ctrl_seg", "UMR"),
-    ("mlx5_wqe_umr_klm_seg", "UMR"),
+    (
+        "mlx5_wqe_umr_klm_seg",
+        "UMR translation (libmlx5's memory-window binds)",
+    ),
     ("mlx5_wqe_umr_inline_seg", "UMR"),
     ("mlx5_wqe_umr_repeat_ent_seg", "UMR"),
     ("mlx5_wqe_umr_repeat_block_seg", "UMR"),
-    ("mlx5_wqe_mkey_context_seg", "UMR"),
 ];
 
 // ---------------------------------------------------------------------------
@@ -329,6 +440,27 @@ fn constants() -> Constants {
         MLX5_OPCODE_CONFIG_CMD => SendOpcode::ConfigCmd.raw();
         MLX5_OPCODE_SET_PSV => SendOpcode::SetPsv.raw();
         MLX5_OPCODE_UMR => SendOpcode::Umr.raw();
+        MLX5_WQE_UMR_CTRL_FLAG_INLINE => umr::CTRL_FLAG_INLINE;
+        MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE => umr::CTRL_FLAG_CHECK_FREE;
+        MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET => umr::CTRL_FLAG_TRANSLATION_OFFSET;
+        MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN => umr::CTRL_FLAG_CHECK_QPN;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN => umr::MKEY_MASK_LEN;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR => umr::MKEY_MASK_START_ADDR;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_SIG_ERR => umr::MKEY_MASK_SIG_ERR;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE => umr::MKEY_MASK_BSF_ENABLE;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY => umr::MKEY_MASK_MKEY;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN => umr::MKEY_MASK_QPN;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE => umr::MKEY_MASK_ACCESS_LOCAL_WRITE;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ => umr::MKEY_MASK_ACCESS_REMOTE_READ;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE => umr::MKEY_MASK_ACCESS_REMOTE_WRITE;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC => umr::MKEY_MASK_ACCESS_ATOMIC;
+        MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE => umr::MKEY_MASK_FREE;
+        MLX5_WQE_MKEY_CONTEXT_FREE => umr::MKEY_CONTEXT_FREE;
+        MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC => umr::ACCESS_ATOMIC;
+        MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE => umr::ACCESS_REMOTE_WRITE;
+        MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ => umr::ACCESS_REMOTE_READ;
+        MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE => umr::ACCESS_LOCAL_WRITE;
+        MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ => umr::ACCESS_LOCAL_READ;
         MLX5_OPCODE_TAG_MATCHING => SendOpcode::TagMatching.raw();
         MLX5_OPCODE_FLOW_TBL_ACCESS => SendOpcode::FlowTblAccess.raw();
         MLX5_OPCODE_MMO => SendOpcode::Mmo.raw();
@@ -433,6 +565,8 @@ const SHARED_PREFIXES: &[&str] = &[
     "MLX5_OPCODE_",
     "MLX5_CQE_",
     "MLX5_WQE_CTRL_",
+    "MLX5_WQE_UMR_CTRL_",
+    "MLX5_WQE_MKEY_CONTEXT_",
     "MLX5_INLINE_",
     "MLX5_ETH_WQE_",
     "MLX5_SEND_WQE_",

@@ -591,6 +591,24 @@ fn registry() -> Registry {
         MaskedFa32Seg { add, field_boundary, reserved }
         MaskedFa64Seg { add, field_boundary }
         XrcSeg { xrc_srqn, reserved }
+        UmrCtrlSeg { flags, rsvd0, klm_octowords, translation_offset, mkey_mask, rsvd1 }
+        MkeyContextSeg {
+            free,
+            reserved1,
+            access_flags,
+            sf,
+            qpn_mkey,
+            reserved2,
+            flags_pd,
+            start_addr,
+            len,
+            bsf_octword_size,
+            reserved3,
+            translations_octword_size,
+            reserved4,
+            log_page_size,
+            reserved,
+        }
         Av {
             qkey,
             key_reserved,
@@ -1071,6 +1089,13 @@ fn constant_registry() -> BTreeMap<String, ConstValue> {
         OPC_MOD_MPW, OPC_MOD_EXT_ATOMIC_8B, OPC_MOD_EXT_ATOMIC_4B, VENDOR_SYNDROME_ODP_PFAULT,
         ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, ETH_WQE_L3_INNER_CSUM, ETH_WQE_L4_INNER_CSUM,
         WQE_CTRL_CQ_UPDATE, WQE_CTRL_SOLICITED, WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE,
+        umr::CTRL_FLAG_INLINE, umr::CTRL_FLAG_CHECK_FREE, umr::CTRL_FLAG_TRANSLATION_OFFSET,
+        umr::CTRL_FLAG_CHECK_QPN, umr::MKEY_MASK_LEN, umr::MKEY_MASK_START_ADDR,
+        umr::MKEY_MASK_SIG_ERR, umr::MKEY_MASK_BSF_ENABLE, umr::MKEY_MASK_MKEY, umr::MKEY_MASK_QPN,
+        umr::MKEY_MASK_ACCESS_LOCAL_WRITE, umr::MKEY_MASK_ACCESS_REMOTE_READ,
+        umr::MKEY_MASK_ACCESS_REMOTE_WRITE, umr::MKEY_MASK_ACCESS_ATOMIC, umr::MKEY_MASK_FREE,
+        umr::MKEY_CONTEXT_FREE, umr::ACCESS_ATOMIC, umr::ACCESS_REMOTE_WRITE,
+        umr::ACCESS_REMOTE_READ, umr::ACCESS_LOCAL_WRITE, umr::ACCESS_LOCAL_READ,
     );
     for info in enum_infos() {
         for (raw, variant, text) in &info.named {

@@ -242,6 +242,115 @@ wire_struct! {
     }
 }
 
+wire_struct! {
+    /// UMR control segment `mlx5_wqe_umr_ctrl_seg` (48 bytes, after the
+    /// control segment of a UMR WQE): what the UMR changes in the mkey
+    /// ([`umr::CTRL_FLAG_INLINE`] and the other flags, the `mkey_mask`
+    /// bits `umr::MKEY_MASK_*`) and the size of the translation that
+    /// follows. libmlx5 builds a LOCAL_INV and a BIND_MW as UMR WQEs.
+    pub struct UmrCtrlSeg(48) {
+        /// `umr::CTRL_FLAG_*`.
+        pub flags: u8,
+        /// Reserved.
+        pub rsvd0: [u8; 3],
+        /// Size of the translation entries (KLMs) in 16-byte units.
+        pub klm_octowords: Be16,
+        /// Translation offset (or BSF size in 16-byte units).
+        pub translation_offset: Be16,
+        /// The mkey context fields the UMR writes (`umr::MKEY_MASK_*`).
+        pub mkey_mask: Be64,
+        /// Reserved.
+        pub rsvd1: [u8; 32],
+    }
+}
+
+wire_struct! {
+    /// Mkey context segment `mlx5_wqe_mkey_context_seg` (64 bytes, after
+    /// the UMR control segment): the mkey's new state, of which the UMR
+    /// control segment's `mkey_mask` selects the fields that apply.
+    pub struct MkeyContextSeg(64) {
+        /// [`umr::MKEY_CONTEXT_FREE`]: the mkey is free (invalidated).
+        pub free: u8,
+        /// Reserved.
+        pub reserved1: u8,
+        /// `umr::ACCESS_*` bits.
+        pub access_flags: u8,
+        /// Signature / BSF flags.
+        pub sf: u8,
+        /// QPN (bits 31:8) and mkey variant (bits 7:0).
+        pub qpn_mkey: Be32,
+        /// Reserved.
+        pub reserved2: Be32,
+        /// Flags (bits 31:24) and PD (bits 23:0).
+        pub flags_pd: Be32,
+        /// Start address.
+        pub start_addr: Be64,
+        /// Length.
+        pub len: Be64,
+        /// BSF size in 16-byte units.
+        pub bsf_octword_size: Be32,
+        /// Reserved.
+        pub reserved3: [u8; 16],
+        /// Translation size in 16-byte units.
+        pub translations_octword_size: Be32,
+        /// Reserved.
+        pub reserved4: [u8; 3],
+        /// log2 of the page size.
+        pub log_page_size: u8,
+        /// Reserved.
+        pub reserved: Be32,
+    }
+}
+
+/// UMR flags and masks (rdma-core `mlx5dv.h`), for [`UmrCtrlSeg`] and
+/// [`MkeyContextSeg`].
+pub mod umr {
+    /// `MLX5_WQE_UMR_CTRL_FLAG_INLINE`: the translation is inline.
+    pub const CTRL_FLAG_INLINE: u8 = 1 << 7;
+    /// `MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE`: fail unless the mkey is free.
+    pub const CTRL_FLAG_CHECK_FREE: u8 = 1 << 5;
+    /// `MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET`: `translation_offset`
+    /// is an offset (not a BSF size).
+    pub const CTRL_FLAG_TRANSLATION_OFFSET: u8 = 1 << 4;
+    /// `MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN`: fail unless the mkey's QPN is
+    /// this QP.
+    pub const CTRL_FLAG_CHECK_QPN: u8 = 1 << 3;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN`.
+    pub const MKEY_MASK_LEN: u64 = 1 << 0;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR`.
+    pub const MKEY_MASK_START_ADDR: u64 = 1 << 6;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_SIG_ERR`.
+    pub const MKEY_MASK_SIG_ERR: u64 = 1 << 9;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE`.
+    pub const MKEY_MASK_BSF_ENABLE: u64 = 1 << 12;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY`.
+    pub const MKEY_MASK_MKEY: u64 = 1 << 13;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN`.
+    pub const MKEY_MASK_QPN: u64 = 1 << 14;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE`.
+    pub const MKEY_MASK_ACCESS_LOCAL_WRITE: u64 = 1 << 18;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ`.
+    pub const MKEY_MASK_ACCESS_REMOTE_READ: u64 = 1 << 19;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE`.
+    pub const MKEY_MASK_ACCESS_REMOTE_WRITE: u64 = 1 << 20;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC`.
+    pub const MKEY_MASK_ACCESS_ATOMIC: u64 = 1 << 21;
+    /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE`.
+    pub const MKEY_MASK_FREE: u64 = 1 << 29;
+    /// `MLX5_WQE_MKEY_CONTEXT_FREE`: [`super::MkeyContextSeg::free`].
+    pub const MKEY_CONTEXT_FREE: u8 = 1 << 6;
+    /// `MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC`.
+    pub const ACCESS_ATOMIC: u8 = 1 << 6;
+    /// `MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE`.
+    pub const ACCESS_REMOTE_WRITE: u8 = 1 << 5;
+    /// `MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ`.
+    pub const ACCESS_REMOTE_READ: u8 = 1 << 4;
+    /// `MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE`.
+    pub const ACCESS_LOCAL_WRITE: u8 = 1 << 3;
+    /// `MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ`.
+    pub const ACCESS_LOCAL_READ: u8 = 1 << 2;
+}
+
 /// `dqp_dct` of the address vector: remote QPN / DCT number and the extended-AV bit.
 #[bitfield(u32, repr = Be32, from = Be32::new, into = Be32::get)]
 #[derive(

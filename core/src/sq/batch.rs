@@ -9,12 +9,12 @@ use super::kind::{AnyQp, QpKind};
 use super::{Limits, PostError, QpType, SendQueue, SHADOW_CQE, SHADOW_SIGNALED};
 use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
-    AtomicSeg, Av, Be16, Be32, Be64, CtrlSeg, DataSeg, DqpDct, EthCsFlags, EthSeg, FmCeSe,
+    umr, AtomicSeg, Av, Be16, Be32, Be64, CtrlSeg, DataSeg, DqpDct, EthCsFlags, EthSeg, FmCeSe,
     InlineByteCount, InlineSeg, MaskedAtomicSeg64, MaskedCs32Seg, MaskedFa32Seg, MaskedFa64Seg,
-    OpmodIdxOpcode, RaddrSeg, SendOpcode, VlanInsert, XrcSeg, ETH_L2_INLINE_HEADER_SIZE,
-    ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM, EXTENDED_UD_AV, MAX_DS,
-    OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, SEND_WQE_BB, SEND_WQE_DS, WQE_CTRL_CQ_UPDATE,
-    WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE, WQE_CTRL_SOLICITED,
+    MkeyContextSeg, OpmodIdxOpcode, RaddrSeg, SendOpcode, UmrCtrlSeg, VlanInsert, XrcSeg,
+    ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
+    EXTENDED_UD_AV, MAX_DS, OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, SEND_WQE_BB, SEND_WQE_DS,
+    WQE_CTRL_CQ_UPDATE, WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE, WQE_CTRL_SOLICITED,
 };
 
 /// A scatter/gather entry (`struct ibv_sge`): local memory the device reads
@@ -157,19 +157,18 @@ impl Op {
     }
 }
 
-// UMR segments of libmlx5's local invalidate (rdma-core `mlx5dv.h`
-// `struct mlx5_wqe_umr_ctrl_seg`, `struct mlx5_wqe_mkey_context_seg`;
-// `qp.c` `set_umr_control_seg`, `set_umr_mkey_seg` with a zero-length bind).
+// UMR segments of libmlx5's local invalidate (`qp.c` `set_umr_control_seg`,
+// `set_umr_mkey_seg` with a zero-length bind): `UmrCtrlSeg`, `MkeyContextSeg`.
 /// DS of the UMR control segment (48 bytes).
-const UMR_CTRL_DS: u32 = 3;
+const UMR_CTRL_DS: u32 = (UmrCtrlSeg::SIZE / SEND_WQE_DS) as u32;
 /// DS of the mkey context segment (64 bytes).
-const MKEY_CTX_DS: u32 = 4;
-/// UMR control `flags`: `INLINE (1<<7) | TRNSLATION_OFFSET (1<<4) | CHECK_QPN (1<<3)`.
-const UMR_CTRL_FLAGS_LOCAL_INV: u8 = (1 << 7) | (1 << 4) | (1 << 3);
-/// UMR control `mkey_mask`: `FREE (1<<29) | QPN (1<<14) | MKEY (1<<13)`.
-const UMR_MKEY_MASK_LOCAL_INV: u64 = (1 << 29) | (1 << 14) | (1 << 13);
-/// Mkey context `free` byte: `MLX5_WQE_MKEY_CONTEXT_FREE` (1<<6).
-const MKEY_CONTEXT_FREE: u8 = 1 << 6;
+const MKEY_CTX_DS: u32 = (MkeyContextSeg::SIZE / SEND_WQE_DS) as u32;
+/// UMR control `flags` of a local invalidate.
+const UMR_CTRL_FLAGS_LOCAL_INV: u8 =
+    umr::CTRL_FLAG_INLINE | umr::CTRL_FLAG_TRANSLATION_OFFSET | umr::CTRL_FLAG_CHECK_QPN;
+/// UMR control `mkey_mask` of a local invalidate: the free bit, the QPN and
+/// the mkey variant.
+const UMR_MKEY_MASK_LOCAL_INV: u64 = umr::MKEY_MASK_FREE | umr::MKEY_MASK_QPN | umr::MKEY_MASK_MKEY;
 /// Mkey context `qpn_mkey` of a free: QPN field all ones, mkey variant 0.
 const MKEY_QPN_FREE: u32 = 0xffff_ff00;
 
@@ -972,14 +971,18 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                 w.put(seg.as_bytes());
             }
             Op::LocalInv => {
-                let mut umr = [0u8; (UMR_CTRL_DS as usize) * SEND_WQE_DS];
-                umr[0] = UMR_CTRL_FLAGS_LOCAL_INV;
-                umr[8..16].copy_from_slice(&UMR_MKEY_MASK_LOCAL_INV.to_be_bytes());
-                w.put(&umr);
-                let mut mkey = [0u8; (MKEY_CTX_DS as usize) * SEND_WQE_DS];
-                mkey[0] = MKEY_CONTEXT_FREE;
-                mkey[4..8].copy_from_slice(&MKEY_QPN_FREE.to_be_bytes());
-                w.put(&mkey);
+                let ctrl = UmrCtrlSeg {
+                    flags: UMR_CTRL_FLAGS_LOCAL_INV,
+                    mkey_mask: Be64::new(UMR_MKEY_MASK_LOCAL_INV),
+                    ..UmrCtrlSeg::default()
+                };
+                w.put(ctrl.as_bytes());
+                let mkey = MkeyContextSeg {
+                    free: umr::MKEY_CONTEXT_FREE,
+                    qpn_mkey: Be32::new(MKEY_QPN_FREE),
+                    ..MkeyContextSeg::default()
+                };
+                w.put(mkey.as_bytes());
             }
             _ => {}
         }

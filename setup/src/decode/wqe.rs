@@ -4,22 +4,22 @@
 //!
 //! | QP type | after the control segment |
 //! |---|---|
-//! | `rc`, `uc` | write/read: remote address; atomics: remote address, atomic (or masked atomic by opmod), result data segment; sends: data/inline |
+//! | `rc`, `uc` | write/read: remote address; atomics: remote address, atomic (or masked atomic by opmod), result data segment; sends: data/inline; UMR (libmlx5's LOCAL_INV, BIND_MW): UMR control, mkey context, inline KLMs |
 //! | `ud` | 48-byte address vector (16-byte base AV when the extended bit is clear), then data/inline |
-//! | `xrc` | XRC segment, then as `rc` |
+//! | `xrc` | XRC segment, then as `rc` (UMR and NOP: no XRC segment) |
 //! | `raw` | Ethernet segment (checksum flags, MSS, inline header or VLAN insert), then data/inline (also TSO, legacy MPW and enhanced MPW sessions) |
 //!
 //! The QP type is not in the bytes. When it is not given it is inferred
 //! (see [`infer_qp_type`]) and the output says so. Opcodes whose layouts
-//! are not decoded (UMR, SET_PSV, ...) show their remaining bytes as an
+//! are not decoded (SET_PSV, ...) show their remaining bytes as an
 //! `undecoded` segment.
 
 use super::{hex_string, DecodeError, Fields, Value};
 use mlx5dp::prm::{
-    AtomicSeg, Av, AvBase, CompletionMode, CtrlSeg, DataSeg, EthSeg, FenceMode, InlineSeg,
-    MaskedAtomicSeg64, MaskedCs32Seg, MaskedFa32Seg, MaskedFa64Seg, RaddrSeg, SendOpcode, XrcSeg,
-    OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, OPC_MOD_MPW, SEND_WQE_BB, SEND_WQE_DS,
-    SEND_WQE_MAX_WQEBBS,
+    umr, AtomicSeg, Av, AvBase, CompletionMode, CtrlSeg, DataSeg, EthSeg, FenceMode, InlineSeg,
+    MaskedAtomicSeg64, MaskedCs32Seg, MaskedFa32Seg, MaskedFa64Seg, MkeyContextSeg, RaddrSeg,
+    SendOpcode, UmrCtrlSeg, XrcSeg, OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, OPC_MOD_MPW,
+    SEND_WQE_BB, SEND_WQE_DS, SEND_WQE_MAX_WQEBBS,
 };
 use zerocopy::FromBytes;
 
@@ -353,7 +353,10 @@ impl SegParser<'_> {
         let opmod = ctrl.opmod_idx_opcode.opmod();
         match qp {
             QpType::Xrc => {
-                if self.xrc() {
+                // libmlx5 puts no XRC segment in a LOCAL_INV or BIND_MW
+                // (both UMR WQEs); a NOP is its control segment alone.
+                let no_xrc = matches!(opcode, SendOpcode::Umr | SendOpcode::Nop);
+                if no_xrc || self.xrc() {
                     self.connected(opcode, opmod, qp);
                 }
             }
@@ -439,8 +442,60 @@ impl SegParser<'_> {
                     self.data_list();
                 }
             }
+            Op::Umr => self.umr(),
             Op::Nop => {}
             other => self.invalid_for(other, qp),
+        }
+    }
+
+    /// A UMR WQE (libmlx5's LOCAL_INV and BIND_MW): the UMR control
+    /// segment, the mkey context, then the inline translation entries
+    /// (KLMs) the control segment counts, if it says they are inline.
+    fn umr(&mut self) {
+        let Some((c, mut f)) = self.next::<UmrCtrlSeg>("umr_ctrl") else {
+            return;
+        };
+        f.hex("flags", c.flags, 2)
+            .flag("inline", c.flags & umr::CTRL_FLAG_INLINE != 0)
+            .flag("check_free", c.flags & umr::CTRL_FLAG_CHECK_FREE != 0)
+            .flag(
+                "translation_offset_valid",
+                c.flags & umr::CTRL_FLAG_TRANSLATION_OFFSET != 0,
+            )
+            .flag("check_qpn", c.flags & umr::CTRL_FLAG_CHECK_QPN != 0)
+            .dec("klm_octowords", c.klm_octowords.get())
+            .hex("translation_offset", c.translation_offset.get(), 4)
+            .hex("mkey_mask", c.mkey_mask.get(), 16);
+        self.segments.push(f);
+        let Some((m, mut f)) = self.next::<MkeyContextSeg>("mkey_context") else {
+            return;
+        };
+        f.flag("free", m.free & umr::MKEY_CONTEXT_FREE != 0)
+            .hex("access_flags", m.access_flags, 2)
+            .hex("sf", m.sf, 2)
+            .hex("qpn", m.qpn_mkey.get() >> 8, 6)
+            .hex("mkey", m.qpn_mkey.get() & 0xff, 2)
+            .hex("flags_pd", m.flags_pd.get(), 8)
+            .hex("start_addr", m.start_addr.get(), 16)
+            .hex("len", m.len.get(), 16)
+            .dec("bsf_octword_size", m.bsf_octword_size.get())
+            .dec(
+                "translations_octword_size",
+                m.translations_octword_size.get(),
+            )
+            .dec("log_page_size", m.log_page_size);
+        self.segments.push(f);
+        if c.flags & umr::CTRL_FLAG_INLINE != 0 {
+            // `mlx5_wqe_umr_klm_seg` has the data segment's layout.
+            for _ in 0..c.klm_octowords.get() {
+                let Some((k, mut f)) = self.next::<DataSeg>("klm") else {
+                    return;
+                };
+                f.dec("byte_count", k.byte_count.get())
+                    .hex("mkey", k.lkey.get(), 8)
+                    .hex("address", k.addr.get(), 16);
+                self.segments.push(f);
+            }
         }
     }
 
@@ -815,6 +870,81 @@ mod tests {
         assert_eq!(j["segments"][0]["dqp_dct"], 0x77);
         assert_eq!(j["segments"][0]["size"], 48);
         assert_eq!(j["segments"][1]["type"], "data");
+    }
+
+    #[test]
+    fn umr_local_invalidate_on_every_connected_qp() {
+        // A LOCAL_INV as libmlx5 builds it (`specs/golden/libmlx5`, the
+        // core's `local_inv`): UMR control (INLINE | TRANSLATION_OFFSET |
+        // CHECK_QPN; mask FREE | QPN | MKEY), the mkey freed; on XRC with
+        // no XRC segment.
+        let mut b = vec![0u8; 128];
+        b[..8].copy_from_slice(&[0, 0, 0, 0x25, 0, 0, 0x12, 8]);
+        b[12..16].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+        b[16] = 0x98;
+        b[24..32].copy_from_slice(&0x2000_6000u64.to_be_bytes());
+        b[64] = 0x40;
+        b[68..72].copy_from_slice(&0xffff_ff00u32.to_be_bytes());
+        for qp in [QpType::Rc, QpType::Uc, QpType::Xrc] {
+            let d = decode_wqe(&b, Some(qp)).unwrap();
+            assert!(d.warnings.is_empty(), "{qp:?}: {:?}", d.warnings);
+            let j = d.to_json();
+            assert_eq!(j["opcode"], "umr");
+            assert_eq!(j["imm"], 0x1234_5678);
+            let (c, m) = (&j["segments"][0], &j["segments"][1]);
+            assert_eq!(c["type"], "umr_ctrl");
+            assert_eq!(
+                (c["offset"].as_u64(), c["size"].as_u64()),
+                (Some(16), Some(48))
+            );
+            assert_eq!(c["inline"], true);
+            assert_eq!(c["check_qpn"], true);
+            assert_eq!(c["translation_offset_valid"], true);
+            assert_eq!(c["check_free"], false);
+            assert_eq!(c["mkey_mask"], 0x2000_6000);
+            assert_eq!(m["type"], "mkey_context");
+            assert_eq!(
+                (m["offset"].as_u64(), m["size"].as_u64()),
+                (Some(64), Some(64))
+            );
+            assert_eq!(m["free"], true);
+            assert_eq!(m["qpn"], 0xff_ffff);
+            assert_eq!(m["mkey"], 0);
+            assert_eq!(j["segments"].as_array().unwrap().len(), 2);
+        }
+    }
+
+    #[test]
+    fn umr_inline_klms_then_nop_on_xrc() {
+        // A bind-like UMR: one inline KLM entry counted by klm_octowords.
+        let mut b = vec![0u8; 144];
+        b[..8].copy_from_slice(&[0, 0, 0, 0x25, 0, 0, 0x12, 9]);
+        b[16] = 0x80;
+        b[21] = 1;
+        b[64] = 0;
+        b[66] = 0x3c;
+        b[128..132].copy_from_slice(&4096u32.to_be_bytes());
+        b[132..136].copy_from_slice(&0x77u32.to_be_bytes());
+        b[136..144].copy_from_slice(&0x1000u64.to_be_bytes());
+        let d = decode_wqe(&b, Some(QpType::Rc)).unwrap();
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let j = d.to_json();
+        assert_eq!(j["segments"][0]["klm_octowords"], 1);
+        assert_eq!(j["segments"][1]["access_flags"], 0x3c);
+        let k = &j["segments"][2];
+        assert_eq!(k["type"], "klm");
+        assert_eq!(k["byte_count"], 4096);
+        assert_eq!(k["mkey"], 0x77);
+        assert_eq!(k["address"], 0x1000);
+        // The KLM count runs past the WQE: a warning, no panic.
+        b[21] = 2;
+        let d = decode_wqe(&b, Some(QpType::Rc)).unwrap();
+        assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+        // A NOP on XRC: the control segment alone.
+        let nop = [0, 0, 0, 0, 0, 0, 0x12, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+        let d = decode_wqe(&nop, Some(QpType::Xrc)).unwrap();
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        assert!(d.segments.is_empty());
     }
 
     #[test]
