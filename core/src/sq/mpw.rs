@@ -686,6 +686,11 @@ pub struct TxQueue<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     /// The burst path's constants of a session with the whole room, per
     /// kind of run, from `cfg` (`burst::FreshRuns`).
     fresh: burst::FreshRuns,
+    /// The AVX2 proof, if [`TxQueue::tx_frames`] takes a burst of
+    /// 64-byte frames in one function (`TxQueue::frames64_of`, set with
+    /// the proof).
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    frames64: Option<crate::cpu::Avx2>,
     /// The WQE being built.
     stage: Stage,
     _mode: PhantomData<M>,
@@ -718,7 +723,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         };
         let drain_wqebbs = sq.size.entries() / 2;
         let drain_pkts = (ids.len() / 2) as u32;
-        Ok(Self {
+        let q = Self {
             sq,
             ids,
             tail: 0,
@@ -733,9 +738,17 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
                 fm_unsignaled: FmCeSe::new().with_ce(cfg.unsignaled_ce.raw()).into_bits(),
             },
             fresh: burst::FreshRuns::of(&cfg, max_packets_of(M::KIND, &cfg)),
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+            frames64: None,
             stage: Stage([0; STAGE_BYTES]),
             _mode: PhantomData,
-        })
+        };
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+        let q = Self {
+            frames64: q.frames64_of(q.sq.avx2()),
+            ..q
+        };
+        Ok(q)
     }
 
     /// The path of this queue.
@@ -758,6 +771,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
     pub fn set_avx2(&mut self, avx2: Option<crate::cpu::Avx2>) {
         self.sq.set_avx2(avx2);
+        self.frames64 = self.frames64_of(avx2);
     }
 
     /// The configuration.
@@ -814,10 +828,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// through `tx_burst`'s path, as packets (built on the stack, 32 at a
     /// time).
     pub fn tx_frames(&mut self, offload: &TxOffload, frames: &[TxFrame<'_>]) -> usize {
-        let mut b = self.start();
-        let n = b.push_frames_as::<true>(offload, frames);
-        b.publish();
-        n
+        self.frames_burst(offload, frames)
     }
 
     /// Retires the WQE a requester CQE names (its `wqe_counter`) and every
@@ -905,7 +916,7 @@ pub struct TxBatch<'q, 'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> {
     inline: bool,
     /// The DS count of the last closed WQE (0: none yet). It ends where
     /// the next one starts (`p.pi`, moved when a WQE closes, never else),
-    /// so that its first WQEBB and WQEBB count follow ([`TxBatch::last_pi`]):
+    /// so that its first WQEBB and WQEBB count follow (`TxQueue::commit`):
     /// one store per WQE closed, not four.
     last_ds: u32,
 }
@@ -1576,10 +1587,6 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         }
     }
 
-    fn reset_since(&mut self) {
-        self.p.reset_since();
-    }
-
     /// Sends `p` as its own SEND (or TSO) WQE.
     fn single(&mut self, p: &Packet<'_>, len: u32) -> Result<(), TxError> {
         let lim = self.q.sq.lim;
@@ -1725,64 +1732,86 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     #[inline(always)]
     fn publish(&mut self) -> u32 {
         self.close(CloseReason::Complete);
-        let ds = self.last_ds;
+        let t = Tally {
+            p: self.p,
+            wqes: self.wqes,
+            inline: self.inline,
+            last_ds: self.last_ds,
+        };
+        self.q.commit(t)
+    }
+}
+
+/// A batch's counters ([`TxBatch`] but its queue and open session), as a
+/// value: what [`TxQueue::commit`] publishes. (The burst path keeps them
+/// in registers, `TxQueue::inline64_run`.)
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    p: Pending,
+    wqes: u32,
+    inline: bool,
+    last_ds: u32,
+}
+
+impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
+    /// Publishes a batch whose counters are `t` and whose sessions are
+    /// all closed ([`TxBatch::publish`]): the burst-end CQE rule, one
+    /// doorbell record write and one doorbell (or BlueFlame) write.
+    /// Returns the number of WQEs published.
+    #[inline(always)]
+    fn commit(&mut self, mut t: Tally) -> u32 {
+        let ds = t.last_ds;
         if ds == 0 {
             return 0;
         }
-        if let CqePolicy::BurstEnd { packets, wqebbs } = self.q.cfg.cqe {
-            let by_pkts = self.p.ptr_pkts >= u32::from(packets);
-            let by_bbs = wqebbs != 0 && self.p.wqebbs >= u32::from(wqebbs);
-            if (by_pkts || by_bbs) && self.p.wqes != 0 {
-                self.request_cqe(self.last_pi());
+        if let CqePolicy::BurstEnd { packets, wqebbs } = self.cfg.cqe {
+            let by_pkts = t.p.ptr_pkts >= u32::from(packets);
+            let by_bbs = wqebbs != 0 && t.p.wqebbs >= u32::from(wqebbs);
+            if (by_pkts || by_bbs) && t.p.wqes != 0 {
+                // The last WQE: the one that ends at the producer counter.
+                self.request_cqe(t.p.pi.wrapping_sub(wqebbs_of(ds)));
+                t.p.reset_since();
             }
         }
-        let wqes = self.wqes;
-        let sq = &mut self.q.sq;
+        let sq = &mut self.sq;
         // The unsignalled count of the send queue's own posts is kept (these
         // WQEs follow their own signalling), and the fast paths' credits,
         // computed for the old producer counter, are dropped.
         let unsignaled = sq.unsignaled();
-        sq.pi = self.p.pi;
+        sq.pi = t.p.pi;
         sq.set_unsignaled(unsignaled);
         sq.fast_end = sq.pi;
-        self.q.done = self.p;
+        self.done = t.p;
         // The staged copy of the last WQE: whole for a BlueFlame copy, else
         // its first WQEBB (the doorbell is its first 8 bytes).
         let bbs = if P::BLUEFLAME { wqebbs_of(ds) } else { 1 };
         let n = core::cmp::min(bbs as usize, STAGE_BBS) * SEND_WQE_BB;
-        let staged = self.q.stage.0.get(..n).unwrap_or_default();
+        let staged = self.stage.0.get(..n).unwrap_or_default();
         let last_wqe = <[Wqebb]>::ref_from_bytes(staged).unwrap_or_default();
         sq.db.ring::<P>(Publish {
-            pi: self.p.pi,
+            pi: t.p.pi,
             last_wqe,
             last_ds: ds as u8,
-            nreq: wqes,
-            inline: self.inline,
+            nreq: t.wqes,
+            inline: t.inline,
         });
-        wqes
-    }
-
-    /// The first WQEBB's counter of the last closed WQE (from its DS
-    /// count and the producer counter it ends at).
-    #[inline(always)]
-    fn last_pi(&self) -> u32 {
-        self.p.pi.wrapping_sub(wqebbs_of(self.last_ds))
+        t.wqes
     }
 
     /// Turns the CE bits of the WQE at `pi` (already in the ring and, as
-    /// the last one, in the staging area) into "always".
+    /// the last one, in the staging area) into "always" (the caller
+    /// resets its counters since the last CQE request).
     fn request_cqe(&mut self, pi: u32) {
-        let sq = &mut self.q.sq;
+        let sq = &mut self.sq;
         // `fm_ce_se` is byte 11 of the control segment, in the WQE's first
         // WQEBB (not yet published: the doorbell has not been rung).
         let mut block = sq.ring.read(pi);
         put(&mut block, CTRL_FM_CE_SE, &[FM_CE_ALWAYS]);
         sq.ring.write(pi, &block);
-        put(&mut self.q.stage.0, CTRL_FM_CE_SE, &[FM_CE_ALWAYS]);
+        put(&mut self.stage.0, CTRL_FM_CE_SE, &[FM_CE_ALWAYS]);
         if let Some(e) = sq.shadow.get_mut(sq.size.slot(pi)) {
             e.mark_signaled();
         }
-        self.reset_since();
     }
 }
 

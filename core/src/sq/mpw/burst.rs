@@ -49,10 +49,25 @@
 //! [`TxQueue::tx_frames`] hands `fresh` its frames themselves
 //! ([`TxFrame`], read through [`FreshPkt`]): their type says one segment,
 //! no TSO, no VLAN insertion and the burst's offload values, so the
-//! counted loop tests a frame's length and nothing else (15 instructions
-//! per 64-byte frame instead of 24). What `fresh` leaves goes through the
-//! packets' path, the frames built into [`Packet`]s on the stack
-//! ([`TxBatch::push_frames_as`]).
+//! counted loop tests a frame's length and nothing else (13 instructions
+//! per 64-byte frame, two frames a turn, [`fill64_pairs`], instead of 24).
+//! What `fresh` leaves goes through the packets' path, the frames built
+//! into [`Packet`]s on the stack ([`TxBatch::frames_rest`]).
+//!
+//! 64-byte frames on a queue whose sessions have the largest window (63
+//! DS, 16 WQEBBs: [`WIN64`], the default) take their own `fresh`,
+//! [`TxQueue::inline64_run`]: the batch's counters are a value
+//! ([`Tally`]) kept in registers and written back once, a session with
+//! the whole room before the ring end is built in a fixed-size window
+//! (no bounds to test) and closed in place with the counters in hand,
+//! and the CQE decision is specialised at compile time for the policy
+//! that requests one per WQE (`ALWAYS`: no counter to test). Any other
+//! session (not the whole room, or across the ring end) takes `fresh`'s
+//! session code out of line (`inline64_step`). With the AVX2 proof,
+//! `tx_frames` is one function for the whole burst
+//! ([`TxQueue::frames_burst`], `burst_avx2::tx_frames64`: the counters,
+//! the sessions, [`TxQueue::commit`]'s doorbell), chosen by one test of a
+//! proof kept per queue (`frames64`).
 //!
 //! Other runs of alike packets (inline frames of one length of 32..=64
 //! bytes, or pointers on a queue that never inlines), and whatever
@@ -93,10 +108,13 @@
 //! place), about 47 for the sessions that cross the ring end (one in six:
 //! staged and copied), 76 in `tx_burst` (the batch, the doorbell), 11 in
 //! the scenario's loop: 49.6 per packet. The same frames as `TxFrame`s
-//! (`tx/empw_inline64_frames32`): 1056 in `fresh` (a counted loop of 15
-//! per frame, 452 in all), 84 in `tx_frames`: 37.5 per packet. Pointers
-//! (`tx/empw_ptr64_burst32`, one session of 32 per burst, the loop
-//! inlined too): 40.9; as `TxFrame`s 32.5.
+//! (`tx/empw_inline64_frames32`): 950 in `burst_avx2::tx_frames64` (the
+//! counted loop of 13 per frame, 392 in all; about 100 per session in
+//! the ring; entering, the write-back and the doorbell), about 100 for
+//! the session in six that crosses the ring end (`inline64_step`: staged
+//! in `stage`, copied at close), 18 in the scenario's loop: 33.3 per
+//! packet (37.5 before). Pointers (`tx/empw_ptr64_burst32`, one session
+//! of 32 per burst, the loop inlined too): 40.9; as `TxFrame`s 32.1.
 //!
 //! # One WQE per packet
 //!
@@ -123,8 +141,9 @@
 use super::{
     copy_frame, ctrl_bits, ctrl_seg, data_seg, in_flight, inline_header, max_packets_of, mpw,
     tx_entry, tx_shadow, tx_wr_id, wq_counter16, wqebbs_of, CloseReason, Desc, DoorbellPolicy,
-    Open, Out, Packet, PacketBuf, Pending, QpKind, TxBatch, TxFrame, TxKind, TxMode, TxOffload,
-    TxQueue, CTRL_FM_CE_SE, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS, STAGE_BYTES,
+    Open, Out, Packet, PacketBuf, Pending, QpKind, Tally, TxBatch, TxFrame, TxKind, TxMode,
+    TxOffload, TxQueue, TxStats, CTRL_FM_CE_SE, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS,
+    STAGE_BYTES,
 };
 use crate::prm::ETH_L2_INLINE_HEADER_SIZE;
 use crate::ring::WqebbRing;
@@ -208,11 +227,16 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         match (pkts.first().map(|p| p.buf()), self.inline_limit()) {
             (Some(PacketBuf::Frame(f)), lim) if f.data.len() == 64 && lim >= 64 => {
                 // With AVX2 if the queue has the proof (`burst_avx2`).
+                // Frames (`TxFrame`) whose sessions have the largest
+                // window: `inline64_as` (with the proof, `tx_frames`
+                // takes them before, `TxQueue::frames_burst`).
+                let own = !T::KEYED && self.q.fresh.inline64.win as usize == WIN64 / SEND_WQE_BB;
                 match avx2_of(&self.q.sq) {
                     #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
                     Some(t) => {
                         super::burst_avx2::fresh64::<T, END, P, Q, M>(t, self, pkts, offload)
                     }
+                    _ if own => self.inline64::<T, END>(pkts, offload),
                     _ => self.fresh::<T, Inline64, END>(pkts, offload),
                 }
             }
@@ -228,17 +252,35 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// the rest are built into packets on the stack, [`FRAME_CHUNK`] at a
     /// time, for `push_burst_as` (`END` for the chunk that ends the
     /// burst).
+    #[inline(always)]
     pub(super) fn push_frames_as<const END: bool>(
         &mut self,
         offload: &TxOffload,
         frames: &[TxFrame<'_>],
     ) -> usize {
-        let mut done = match M::KIND {
+        let done = match M::KIND {
             TxKind::Empw if self.open.is_none() => {
                 self.fresh_run_of::<TxFrame<'_>, END>(frames, offload)
             }
             _ => 0,
         };
+        if done == frames.len() {
+            return done;
+        }
+        self.frames_rest::<END>(offload, frames, done)
+    }
+
+    /// [`TxBatch::push_frames_as`] from frame `done` on (what `fresh`
+    /// left): the frames built into packets on the stack,
+    /// [`FRAME_CHUNK`] at a time, for `push_burst_as`. Returns how many
+    /// frames of `frames` are queued in all.
+    #[inline(never)]
+    pub(super) fn frames_rest<const END: bool>(
+        &mut self,
+        offload: &TxOffload,
+        frames: &[TxFrame<'_>],
+        mut done: usize,
+    ) -> usize {
         let filler = Packet::from_buf(0, PacketBuf::Ptr(super::Sge::new(0, 0, 0)));
         while let Some(rest) = frames.get(done..).filter(|r| !r.is_empty()) {
             let mut pkts = [filler; FRAME_CHUNK];
@@ -315,6 +357,13 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         offload: &TxOffload,
     ) -> usize {
         self.fresh_as::<T, D, D, END>(pkts, offload)
+    }
+
+    /// [`TxBatch::inline64_as`] with its counted loop out of line
+    /// ([`Fresh::fill`]).
+    #[inline(never)]
+    fn inline64<T: FreshPkt, const END: bool>(&mut self, pkts: &[T], offload: &TxOffload) -> usize {
+        self.inline64_as::<T, Inline64, END>(pkts, offload, None)
     }
 
     /// The body of [`TxBatch::fresh`], `F` its counted loop
@@ -1667,7 +1716,7 @@ fn title_eth(key: (u64, u16)) -> [u8; SEND_WQE_DS] {
 }
 
 /// The state of a [`TxBatch::fresh`] run that its sessions share.
-struct FreshRun<'r, T> {
+pub(super) struct FreshRun<'r, T> {
     /// The run's packets (as many as the free ids take).
     pkts: &'r [T],
     /// Their slots of the id ring.
@@ -2201,4 +2250,562 @@ fn sync<P: DoorbellPolicy, Q: QpKind>(
     out.p.pkts += new;
     out.stats.packets += u64::from(new);
     *counted = k;
+}
+
+/// Bytes of the window of a [`TxBatch::inline64_as`] session built in
+/// place: the largest WQE (63 DS) in WQEBBs.
+const WIN64: usize = 16 * SEND_WQE_BB;
+
+impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
+    /// [`TxBatch::fresh`] of 64-byte inline frames ([`Inline64`]) on a
+    /// queue whose sessions have the largest window ([`WIN64`]), its
+    /// counted loop `F`: [`TxQueue::inline64_run`] on the batch's
+    /// counters.
+    #[inline(always)]
+    pub(super) fn inline64_as<T: FreshPkt, F: FillRun, const END: bool>(
+        &mut self,
+        pkts: &[T],
+        offload: &TxOffload,
+        avx2: Avx2Opt,
+    ) -> usize {
+        let mut t = Tally {
+            p: self.p,
+            wqes: self.wqes,
+            inline: self.inline,
+            last_ds: self.last_ds,
+        };
+        let k = if self.q.sig.every <= 1 {
+            self.q
+                .inline64_run::<T, F, END, true>(&mut t, &mut self.open, pkts, offload, avx2)
+        } else {
+            self.q
+                .inline64_run::<T, F, END, false>(&mut t, &mut self.open, pkts, offload, avx2)
+        };
+        (self.p, self.wqes, self.inline, self.last_ds) = (t.p, t.wqes, t.inline, t.last_ds);
+        k
+    }
+}
+
+impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
+    /// [`TxBatch::fresh`] of 64-byte inline frames ([`Inline64`]) with no
+    /// session open (`open`), on a batch whose counters are `t`, its
+    /// counted loop `F`: the same sessions, with the counters in
+    /// registers (the caller keeps `t` as a value, never borrowed
+    /// beyond this call). A session with the whole room of 16 WQEBBs (63
+    /// DS: the queue's sessions have the largest window, [`WIN64`], the
+    /// default) whose window lies before the ring end (the common case)
+    /// is opened, filled and closed here, its window a fixed-size array
+    /// (no bounds to test); any other one takes `fresh`'s session code,
+    /// out of line (`inline64_step`; with AVX2 if `avx2`). `ALWAYS`: the
+    /// queue requests a CQE for every WQE ([`CqePolicy::EverySessions`]
+    /// of 1, the default), so that the close tests no counter. Returns
+    /// how many packets; the last session stays open in `open`, as
+    /// `fresh` leaves it (unless `END` and the burst's last packet went
+    /// into it).
+    ///
+    /// [`CqePolicy::EverySessions`]: super::CqePolicy::EverySessions
+    #[inline(always)]
+    pub(super) fn inline64_run<T: FreshPkt, F: FillRun, const END: bool, const ALWAYS: bool>(
+        &mut self,
+        t: &mut Tally,
+        open: &mut Option<Open>,
+        pkts: &[T],
+        offload: &TxOffload,
+        avx2: Avx2Opt,
+    ) -> usize {
+        if M::KIND != TxKind::Empw
+            || open.is_some()
+            || !Inline64::queue_takes(self.inline_lim)
+            || self.fresh.inline64.win as usize != WIN64 / SEND_WQE_BB
+        {
+            return 0;
+        }
+        let Some(p0) = pkts.first() else { return 0 };
+        let key = offload.words();
+        if !Inline64::alike(p0, key) {
+            return 0;
+        }
+        let full = self.fresh.inline64;
+        let all = pkts.len();
+        // The packets this loop may take (free ids up to the id ring's
+        // end: `id_run`), their slots from `slot0` on.
+        let ids_len = self.ids.len();
+        let slot0 = t.p.head as usize & ids_len.wrapping_sub(1);
+        let free = ids_len.saturating_sub(in_flight(t.p.head, self.tail) as usize);
+        let n = all.min(free).min(ids_len.saturating_sub(slot0));
+        let (Some(pkts), Some(mut ids)) = (pkts.get(..n), self.ids.get_mut(slot0..slot0 + n))
+        else {
+            return 0;
+        };
+        let full_at = self.sq.ci.wrapping_add(self.sq.size.entries());
+        let eth = title_eth(key);
+        let (need, cap) = (full.need, full.cap);
+        // The counters in registers: the producer counter, those since
+        // the last CQE request (WQEs, WQEBBs, packets), the sessions
+        // closed full; the packet counter is `head0 + k`.
+        let mut pi = t.p.pi;
+        let (mut since_wqes, mut since_bbs, mut since_pkts) = (t.p.wqes, t.p.wqebbs, t.p.pkts);
+        let mut head0 = t.p.head;
+        let mut closed_full = 0u32;
+        // Packets counted in the statistics up to the last write-back,
+        // and the DS count of a session closed for `Complete`.
+        let mut counted = 0usize;
+        let mut complete_ds = 0u32;
+        let mut k = 0;
+        while k < n {
+            let whole = full_at.wrapping_sub(pi) >= need;
+            let w = match self.sq.ring.window(pi, (WIN64 / SEND_WQE_BB) as u32) {
+                Some(w) if whole => w,
+                _ => {
+                    // Not the whole room of 63 DS, or across the ring end:
+                    // `fresh`'s session, out of line, on a copy of the
+                    // counters written back (so that `t` itself is never
+                    // borrowed here).
+                    let mut c = *t;
+                    c.p.pi = pi;
+                    c.p.head = head0.wrapping_add(k as u32);
+                    (c.p.wqes, c.p.wqebbs, c.p.pkts) = (since_wqes, since_bbs, since_pkts);
+                    closed(&mut self.stats, &mut c, closed_full, &full, k - counted);
+                    closed_full = 0;
+                    let at = StepAt {
+                        slot0,
+                        k,
+                        key,
+                        eth,
+                        all,
+                        full_at,
+                    };
+                    let (k1, go_on) = match avx2 {
+                        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+                        Some(a) => super::burst_avx2::step64::<T, END, P, Q, M>(
+                            a, self, &mut c, open, pkts, offload, at,
+                        ),
+                        _ => inline64_step::<T, F, END, P, Q, M>(
+                            self, &mut c, open, pkts, offload, at,
+                        ),
+                    };
+                    k = k1;
+                    counted = k;
+                    *t = c;
+                    pi = c.p.pi;
+                    (since_wqes, since_bbs, since_pkts) = (c.p.wqes, c.p.wqebbs, c.p.pkts);
+                    head0 = c.p.head.wrapping_sub(k as u32);
+                    // The id slots again (the queue was lent whole).
+                    match self.ids.get_mut(slot0..slot0 + n) {
+                        Some(i) if go_on => {
+                            ids = i;
+                            continue;
+                        }
+                        _ => break,
+                    }
+                }
+            };
+            let (Some(w), Some(rest), Some(rest_ids)) = (
+                w.first_chunk_mut::<WIN64>(),
+                pkts.get(k..),
+                ids.get_mut(k..),
+            ) else {
+                break;
+            };
+            let m = rest.len().min(cap);
+            let (Some(rest), Some(rest_ids)) = (rest.get(..m), rest_ids.get_mut(..m)) else {
+                break;
+            };
+            let (head, region) = w.split_at_mut(mpw::TITLE_DS * SEND_WQE_DS);
+            if let Some(d) = head.last_chunk_mut::<SEND_WQE_DS>() {
+                *d = eth;
+            }
+            let j = fill64_pairs(region, rest, rest_ids, key);
+            if j == 0 {
+                // (Not reached: the packet was tested.)
+                break;
+            }
+            k += j;
+            let j32 = j as u32;
+            since_pkts += j32;
+            let ds = mpw::TITLE_DS as u32 + j32 * (Inline64::TLEN / SEND_WQE_DS) as u32;
+            // Closed by the next packet (the session is full and the
+            // packet alike), by the end of the burst, or left open.
+            let is_full = j == cap && pkts.get(k).is_some_and(|p| Inline64::alike(p, key));
+            if !(is_full || (END && k == all)) {
+                *open = Some(Open {
+                    pi,
+                    ds,
+                    max_ds: full.max_ds,
+                    pkts: j32,
+                    ptr_pkts: 0,
+                    inline_bytes: j32 * Inline64::INLINE,
+                    offload: *offload,
+                    len: 64,
+                    mpw_inline: true,
+                    direct: true,
+                });
+                // The open session's title in the staging area too, where
+                // the general path finds it (`append_run`).
+                if let Some(d) = self
+                    .stage
+                    .0
+                    .get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS)
+                {
+                    d.copy_from_slice(&eth);
+                }
+                break;
+            }
+            // `finish_in_place`, the counters in hand.
+            let bbs = wqebbs_of(ds);
+            since_wqes += 1;
+            since_bbs += bbs;
+            let sig = &self.sig;
+            let signal = ALWAYS
+                || (since_bbs >= sig.drain_wqebbs)
+                    | (since_pkts >= sig.drain_pkts)
+                    | (since_wqes >= sig.every);
+            let fm_ce_se = if signal {
+                FM_CE_ALWAYS
+            } else {
+                sig.fm_unsignaled
+            };
+            let ctrl = ctrl_seg(ctrl_bits::EMPW, pi, self.sq.lim.qpn_ds_bits, ds, fm_ce_se);
+            if let Some(c) = head.first_chunk_mut::<SEND_WQE_DS>() {
+                *c = ctrl;
+            }
+            // Zeroes from the DS count to the end of the last WQEBB: 4 -
+            // `ds % 4` units (none for 0), one fixed-size store.
+            let end = bbs as usize * SEND_WQE_BB;
+            if let Some(pad) = w.get_mut(ds as usize * SEND_WQE_DS..) {
+                match ds % 4 {
+                    1 => zero_first::<{ 3 * SEND_WQE_DS }>(pad),
+                    2 => zero_first::<{ 2 * SEND_WQE_DS }>(pad),
+                    3 => zero_first::<SEND_WQE_DS>(pad),
+                    _ => {}
+                }
+            }
+            if P::BLUEFLAME {
+                // The BlueFlame copy is taken from the staging area.
+                if let (Some(d), Some(src)) = (self.stage.0.get_mut(..end), w.get(..end)) {
+                    d.copy_from_slice(src);
+                }
+            } else if let Some(c) = self.stage.0.first_chunk_mut::<SEND_WQE_DS>() {
+                *c = ctrl;
+            }
+            let head_now = head0.wrapping_add(k as u32);
+            if let Some(e) = self.sq.shadow.get_mut((pi & self.sq.mask) as usize) {
+                *e = tx_shadow(pi, head_now, bbs, signal);
+            }
+            pi = pi.wrapping_add(bbs);
+            if signal {
+                (since_wqes, since_bbs, since_pkts) = (0, 0, 0);
+                t.p.ptr_pkts = 0;
+            }
+            if !is_full {
+                complete_ds = ds;
+                break;
+            }
+            closed_full += 1;
+        }
+        if k != 0 {
+            t.inline = true;
+        }
+        t.p.pi = pi;
+        t.p.head = head0.wrapping_add(k as u32);
+        (t.p.wqes, t.p.wqebbs, t.p.pkts) = (since_wqes, since_bbs, since_pkts);
+        closed(&mut self.stats, t, closed_full, &full, k - counted);
+        if complete_ds != 0 {
+            t.wqes += 1;
+            t.last_ds = complete_ds;
+            self.stats.sessions += 1;
+            if let Some(c) = self.stats.closes.get_mut(CloseReason::Complete as usize) {
+                *c += 1;
+            }
+        }
+        k
+    }
+}
+
+/// The counters of `n` sessions [`TxQueue::inline64_run`] closed full
+/// (their room `full`) and of `pkts` packets it took, written back: the
+/// batch's WQE count and last DS count (`t`), the statistics.
+#[inline(always)]
+fn closed(stats: &mut TxStats, t: &mut Tally, n: u32, full: &FreshFull, pkts: usize) {
+    stats.packets += pkts as u64;
+    if n != 0 {
+        t.wqes += n;
+        t.last_ds = mpw::TITLE_DS as u32 + full.cap as u32 * (Inline64::TLEN / SEND_WQE_DS) as u32;
+        stats.sessions += u64::from(n);
+        if let Some(c) = stats.closes.get_mut(full.reason as usize) {
+            *c += u64::from(n);
+        }
+    }
+}
+
+/// Where [`TxQueue::inline64_run`] hands a session to `inline64_step`:
+/// the run's first id slot, the packets taken, the offload words and
+/// title, the burst's packets (`END`), the producer counter at which the
+/// ring is full.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StepAt {
+    slot0: usize,
+    k: usize,
+    key: (u64, u16),
+    eth: [u8; SEND_WQE_DS],
+    all: usize,
+    full_at: u32,
+}
+
+/// One session of [`TxQueue::inline64_run`] that is not its common case
+/// (not the whole room of 63 DS, or across the ring end), for the run
+/// `pkts` from `at.k` on: `fresh`'s loop body, as `fresh_as` runs it, on
+/// the counters `c`. Returns the packets taken in all and whether the
+/// run goes on.
+#[inline(never)]
+fn inline64_step<
+    T: FreshPkt,
+    F: FillRun,
+    const END: bool,
+    P: DoorbellPolicy,
+    Q: QpKind,
+    M: TxMode,
+>(
+    q: &mut TxQueue<'_, P, Q, M>,
+    c: &mut Tally,
+    open: &mut Option<Open>,
+    pkts: &[T],
+    offload: &TxOffload,
+    at: StepAt,
+) -> (usize, bool) {
+    inline64_step_as::<T, F, END, P, Q, M>(q, c, open, pkts, offload, at)
+}
+
+/// The body of `inline64_step` (inlined into `burst_avx2::step64`).
+#[inline(always)]
+pub(super) fn inline64_step_as<
+    T: FreshPkt,
+    F: FillRun,
+    const END: bool,
+    P: DoorbellPolicy,
+    Q: QpKind,
+    M: TxMode,
+>(
+    q: &mut TxQueue<'_, P, Q, M>,
+    c: &mut Tally,
+    open: &mut Option<Open>,
+    pkts: &[T],
+    offload: &TxOffload,
+    at: StepAt,
+) -> (usize, bool) {
+    let TxQueue {
+        sq,
+        ids,
+        stage,
+        stats,
+        cfg,
+        fresh,
+        sig,
+        ..
+    } = q;
+    let full = &fresh.inline64;
+    let Some(ids) = ids.get_mut(at.slot0..at.slot0 + pkts.len()) else {
+        return (at.k, false);
+    };
+    let mut out = Out {
+        sig,
+        sq,
+        stage,
+        stats,
+        p: &mut c.p,
+        wqes: &mut c.wqes,
+        last_ds: &mut c.last_ds,
+    };
+    let mut run = FreshRun {
+        pkts,
+        ids,
+        key: at.key,
+        eth: at.eth,
+        all: at.all,
+        offload,
+        k: at.k,
+    };
+    // (The caller sets the batch's inline flag.)
+    let mut inline = false;
+    let free_bbs = at.full_at.wrapping_sub(out.p.pi);
+    let room = if free_bbs >= full.need {
+        full.room()
+    } else {
+        let max_pk = max_packets_of(M::KIND, cfg);
+        let max_inline = u32::from(cfg.max_inline_bytes);
+        let max_ds = full
+            .max_ds
+            .min(free_bbs.saturating_mul((SEND_WQE_BB / SEND_WQE_DS) as u32));
+        let cap = Inline64::session_cap(max_pk, max_inline, max_ds);
+        let at = mpw::TITLE_DS * SEND_WQE_DS + cap * Inline64::TLEN;
+        Room {
+            max_ds,
+            cap,
+            win: window_bbs(max_ds),
+            reason: Inline64::close_reason(cap as u32, max_pk, max_inline, at),
+        }
+    };
+    let go_on = fresh_session::<T, Inline64, F, END, P, Q, false>(
+        &mut out,
+        &mut run,
+        open,
+        &mut inline,
+        room,
+    );
+    (run.k, go_on)
+}
+
+impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
+    /// [`TxQueue::tx_frames`]: with the AVX2 proof, on an eMPW queue
+    /// whose sessions inline 64-byte frames with the largest window
+    /// ([`TxQueue::frames64_of`]), one function for the whole burst
+    /// (`burst_avx2::tx_frames64`: the batch, [`TxQueue::inline64_run`],
+    /// the doorbell); else the batch and [`TxBatch::push_frames_as`].
+    #[inline(always)]
+    pub(super) fn frames_burst(&mut self, offload: &TxOffload, frames: &[TxFrame<'_>]) -> usize {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+        if let Some(t) = self.frames64 {
+            return super::burst_avx2::tx_frames64(t, self, offload, frames);
+        }
+        let mut b = self.start();
+        let n = b.push_frames_as::<true>(offload, frames);
+        b.publish();
+        n
+    }
+
+    /// The proof `avx2` if [`TxQueue::frames_burst`] may take its bursts
+    /// in one function (an eMPW queue that inlines 64-byte frames, its
+    /// sessions of the largest window, [`WIN64`]); computed when the
+    /// proof is set.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    pub(super) fn frames64_of(&self, avx2: Option<crate::cpu::Avx2>) -> Option<crate::cpu::Avx2> {
+        avx2.filter(|_| {
+            M::KIND == TxKind::Empw
+                && Inline64::queue_takes(self.inline_lim)
+                && self.fresh.inline64.win as usize == WIN64 / SEND_WQE_BB
+        })
+    }
+
+    /// The burst of `frames` of [`TxQueue::frames_burst`] in one
+    /// function: the batch, [`TxBatch::inline64_as`] (its counted loop
+    /// `F`), what it leaves ([`TxBatch::frames_rest`]), the doorbell.
+    /// (Only `burst_avx2::tx_frames64` runs it.)
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+    #[inline(always)]
+    pub(super) fn frames64_as<F: FillRun>(
+        &mut self,
+        offload: &TxOffload,
+        frames: &[TxFrame<'_>],
+        avx2: Avx2Opt,
+    ) -> usize {
+        // The batch's counters as a value (`start`), kept in registers.
+        let mut t = Tally {
+            p: self.done,
+            wqes: 0,
+            inline: false,
+            last_ds: 0,
+        };
+        let mut open = None;
+        let n = if self.sig.every <= 1 {
+            self.inline64_run::<TxFrame<'_>, F, true, true>(
+                &mut t, &mut open, frames, offload, avx2,
+            )
+        } else {
+            self.inline64_run::<TxFrame<'_>, F, true, false>(
+                &mut t, &mut open, frames, offload, avx2,
+            )
+        };
+        if n < frames.len() || open.is_some() {
+            // What it leaves: the batch, built from the counters.
+            let mut b = TxBatch {
+                q: self,
+                p: t.p,
+                open,
+                wqes: t.wqes,
+                inline: t.inline,
+                last_ds: t.last_ds,
+            };
+            let n = b.frames_rest::<true>(offload, frames, n);
+            b.publish();
+            return n;
+        }
+        self.commit(t);
+        n
+    }
+}
+
+/// Zeroes the first `N` bytes of `buf` (one fixed-size store; nothing if
+/// it is shorter).
+#[inline(always)]
+fn zero_first<const N: usize>(buf: &mut [u8]) {
+    if let Some(u) = buf.first_chunk_mut::<N>() {
+        *u = [0; N];
+    }
+}
+
+/// One descriptor of [`fill64`] into `d`: the padding unit first, then
+/// header `hdr` and `frame` over it; `id` into its id slot `slot`.
+#[inline(always)]
+fn put64(d: &mut [u8; 80], hdr: [u8; 4], frame: &[u8; 64], slot: &mut u64, id: u64) {
+    if let Some(z) = d.last_chunk_mut::<SEND_WQE_DS>() {
+        *z = [0; SEND_WQE_DS];
+    }
+    if let Some(h) = d.first_chunk_mut::<4>() {
+        *h = hdr;
+    }
+    if let Some(x) = d.get_mut(4..68) {
+        x.copy_from_slice(frame);
+    }
+    *slot = id;
+}
+
+/// [`fill64`] two packets a turn (one loop test and one counter update
+/// for two: 13 instructions per 64-byte frame instead of 15), then the
+/// odd one: the same bytes, the same count.
+#[inline(always)]
+pub(super) fn fill64_pairs<T: FreshPkt>(
+    region: &mut [u8],
+    pkts: &[T],
+    ids: &mut [u64],
+    key: (u64, u16),
+) -> usize {
+    let hdr = inline_header(64);
+    let mut k = 0;
+    for ((d, p), id) in region
+        .chunks_exact_mut(160)
+        .zip(pkts.chunks_exact(2))
+        .zip(ids.chunks_exact_mut(2))
+    {
+        let (Ok(d), [p0, p1], [i0, i1]) = (<&mut [u8; 160]>::try_from(d), p, id) else {
+            return k;
+        };
+        let (d0, d1) = d.split_at_mut(80);
+        let (Ok(d0), Ok(d1)) = (<&mut [u8; 80]>::try_from(d0), <&mut [u8; 80]>::try_from(d1))
+        else {
+            return k;
+        };
+        let Some(f0) = p0.frame64().filter(|_| p0.common(key)) else {
+            return k;
+        };
+        put64(d0, hdr, f0, i0, p0.id());
+        let Some(f1) = p1.frame64().filter(|_| p1.common(key)) else {
+            return k + 1;
+        };
+        put64(d1, hdr, f1, i1, p1.id());
+        k += 2;
+    }
+    // The odd one.
+    if let (Some(d), Some(p), Some(i)) = (
+        region
+            .get_mut(k * 80..)
+            .and_then(|r| r.first_chunk_mut::<80>()),
+        pkts.get(k),
+        ids.get_mut(k),
+    ) {
+        if let Some(f) = p.frame64().filter(|_| p.common(key)) {
+            put64(d, hdr, f, i, p.id());
+            k += 1;
+        }
+    }
+    k
 }
