@@ -45,7 +45,15 @@
 //! one on, up to the ring's end, straight into
 //! [`SummaryWriter::resume_arrays`], without the first-array, wrap and
 //! last-array steps; the general loop (out of line) takes whatever it
-//! leaves.
+//! leaves. A call with no session open starts with `Cq::basic_start`: if
+//! the entry at the consumer index is a session title, sessions of one
+//! array (two to eight minis, a stream of short sessions) go through a
+//! loop of their own (`Cq::short_sessions`: the plan looked up once by
+//! the title's opcode, a pointer walk up to the ring's end, each next
+//! title taken if its ownership byte equals the first's, no session
+//! stored, no title copied into `cur`); other titles go to the title steps
+//! of the general loop (`Cq::basic_titles`), and the general loop (out of
+//! line) is not called at all when the sessions fill `out`.
 //!
 //! The enhanced layout goes entry by entry (`Cq::enhanced_loop`): validity
 //! bytes for a group at a time, one barrier per group, each entry copied
@@ -139,13 +147,12 @@ fn identity_lanes(
 }
 
 /// How the burst poller writes the compressed CQEs (enhanced layout) of
-/// the titles of one opcode whole: what their minis carry, the plan, the
-/// writer's constants.
+/// the titles of one opcode whole: how the CQ's minis read (a carried
+/// block's decoding is built from it and the committed title), the plan,
+/// the writer's constants.
 struct BlockPlan<D: SummaryWriter> {
-    /// The minis' decoding, but for `title_sop_drop_qpn`: that of the
-    /// title the plan was built for (a carried block takes the committed
-    /// title's).
-    unzip: Unzip,
+    /// How the CQ's minis read (`Unzip::new` of a carried block's title).
+    view: MiniView,
     plan: Fused,
     p: D::Prepared,
 }
@@ -157,6 +164,17 @@ impl<D: SummaryWriter> Clone for BlockPlan<D> {
 }
 
 impl<D: SummaryWriter> Copy for BlockPlan<D> {}
+
+/// Basic layout: a session title at the consumer index as the burst
+/// poller took it: its ownership byte, read once before the from-device
+/// barrier (owned, a compressed CQE), and its copy, made after it.
+#[derive(Clone, Copy, Debug)]
+struct TitleCopy {
+    /// The `op_own` byte read before the barrier.
+    op_own: u8,
+    /// The entry, copied once after the barrier.
+    copy: CqeCopy,
+}
 
 /// What the general steps made of one copied entry.
 enum Taken {
@@ -347,15 +365,11 @@ impl Cq {
         if M == ENHANCED && W::WR_ID_IS_WQE_COUNTER && D::RUNS {
             return self.burst_enhanced::<S, W, D>(ring, d, wqs, out);
         }
+        if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
+            return self.burst_basic::<S, W, D>(ring, d, wqs, out);
+        }
         let start = self.ci;
         let mut n = 0;
-        if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
-            n = if D::RUNS {
-                self.basic_resume::<S, D>(ring, d, out)
-            } else {
-                self.basic_arrays::<S, D>(ring, d, out)
-            };
-        }
         let mut result = Ok(());
         if let Some(rest) = out.get_mut(n..).filter(|r| !r.is_empty()) {
             let (k, r) = if M == NO_ZIP || M == ENHANCED {
@@ -363,6 +377,48 @@ impl Cq {
             } else {
                 d.burst_loop::<M, S, W>(self, ring, wqs, rest)
             };
+            n += k;
+            result = r;
+        }
+        // As `poll_in`: publish whatever was consumed, error or not.
+        if n > 0 || self.ci != start {
+            self.update_ci();
+        }
+        result.map(|()| n)
+    }
+
+    /// [`Self::burst_in`] on the basic layout with wr_ids that are the
+    /// reported `wqe_counter`: an open session's arrays
+    /// ([`Self::basic_resume`]) or, none open, the sessions from the title
+    /// at the consumer index ([`Self::basic_start`]) first, then the
+    /// general loop (out of line) for whatever they leave.
+    #[inline(always)]
+    fn burst_basic<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        let start = self.ci;
+        let mut n = 0;
+        let mut result = Ok(());
+        if self.session.is_some() {
+            n = if D::RUNS {
+                self.basic_resume::<S, D>(ring, d, out)
+            } else {
+                self.basic_arrays::<S, D>(ring, d, out)
+            };
+            if n > 0 && n == out.len() {
+                // `out` full (the usual resume): published at once.
+                self.update_ci();
+                return Ok(n);
+            }
+        } else if !out.is_empty() {
+            (n, result) = self.basic_start::<S, W, D>(ring, d, out);
+        }
+        if n < out.len() && result.is_ok() {
+            let (k, r) = d.burst_loop::<BASIC, S, W>(self, ring, wqs, &mut out[n..]);
             n += k;
             result = r;
         }
@@ -562,45 +618,17 @@ impl Cq {
             let Some(slot) = out.get_mut(n) else {
                 break;
             };
-            if M == BASIC && matches!(stop, Some(b) if b & FORMAT_MASK == FORMAT_COMPRESSED) {
-                let mut entry = entry;
-                loop {
-                    // A session's title (the stream's usual odd entry):
-                    // copied whole into `cur`, the session opened (as
-                    // `take_copied`).
-                    ring.ring().copy_cqe_to(entry, &mut self.cur.cqe);
-                    match self.basic_session::<M>() {
-                        Ok(s) if W::WR_ID_IS_WQE_COUNTER => {
-                            // Its arrays at once, the session in registers
-                            // (stored only if it stays open).
-                            n += self.session_arrays::<S, D>(ring, d, s, &mut out[n..]);
-                        }
-                        Ok(s) => {
-                            self.session = Some(s);
-                            break;
-                        }
-                        Err(e) => return (n, Err(e)),
-                    }
-                    if n < max && self.session.is_none() {
-                        rare();
-                        // The session done, the next entry (short sessions:
-                        // the next title) straight away: its ownership byte
-                        // once, classified; if a title, the barrier, then
-                        // the same steps; anything else is step 1's.
-                        let ci = self.ci;
-                        let next = ring.entry(ci);
-                        let b = ring.ring().read_op_own(next);
-                        let class = &classes[usize::from(ci & entries != 0)];
-                        if class[usize::from(b)] == ODD && b & FORMAT_MASK == FORMAT_COMPRESSED {
-                            // The copy reads the body the ownership byte
-                            // just published: not before it (PRM-FACTS
-                            // §9.2).
-                            barrier::from_device();
-                            entry = next;
-                            continue;
-                        }
-                    }
-                    break;
+            if let Some(b) = stop.filter(|b| M == BASIC && b & FORMAT_MASK == FORMAT_COMPRESSED) {
+                // A session's title (the stream's usual odd entry; owned:
+                // its byte was read before the barrier), copied once.
+                let t = TitleCopy {
+                    op_own: b,
+                    copy: ring.ring().copy_out(entry),
+                };
+                let (k, r) = self.basic_titles::<M, S, W, D, true>(ring, d, t, &mut out[n..]);
+                n += k;
+                if let Err(e) = r {
+                    return (n, Err(e));
                 }
                 continue;
             }
@@ -610,6 +638,198 @@ impl Cq {
             }
         }
         (n, Ok(()))
+    }
+
+    /// Basic layout, wr_id = `wqe_counter`, no session open, `out` not
+    /// empty: if the entry at the consumer index is an owned session title
+    /// (its ownership byte once, classified as in step 1, the barrier, one
+    /// copy), the title steps of [`Self::basic_titles`] from it at once,
+    /// without the group scan and the set-up of [`Self::burst_loop`] (not
+    /// called at all when the sessions fill `out`, the usual call while a
+    /// stream of sessions is in progress). Returns the count and the error
+    /// that stopped it, if any.
+    #[inline(always)]
+    fn basic_start<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        let ci = self.ci;
+        let e = ring.entry(ci);
+        // Step 1: the ownership byte (PRM-FACTS §9.2), once.
+        let b = ring.ring().read_op_own(e);
+        let class = &CLASSES[usize::from(self.cfg.striding_rq)];
+        let class = &class[usize::from(ci & self.size.entries() != 0)];
+        if class[usize::from(b)] != ODD || b & FORMAT_MASK != FORMAT_COMPRESSED {
+            return (0, Ok(()));
+        }
+        // Step 2: the copy reads the body the byte just published.
+        barrier::from_device();
+        // Step 3: one copy.
+        let mut copy = ring.ring().copy_out(e);
+        let mut n = 0;
+        if one_array(copy) {
+            // (Here, not through `basic_titles`: the loop of its other
+            // steps stays out of this path.)
+            let left;
+            (n, left) = self.short_sessions::<S, D>(ring, d, b, copy, out);
+            match left {
+                Some(c) => copy = c,
+                None => return (n, Ok(())),
+            }
+        }
+        rare();
+        let t = TitleCopy { op_own: b, copy };
+        let (k, r) = self.basic_titles::<BASIC, S, W, D, false>(ring, d, t, &mut out[n..]);
+        (n + k, r)
+    }
+
+    /// Basic layout: the session title `t` at the consumer index (owned,
+    /// copied) and, each time a session is written whole, the next entry
+    /// if it is a title too (its ownership byte once, classified; the
+    /// barrier; one copy): with `SHORT`, sessions of one array in a loop
+    /// of their own ([`Self::short_sessions`]; without, from
+    /// [`Self::basic_start`], which ran it already: the general steps keep
+    /// their registers); others opened from `cur` as `take_copied` does,
+    /// their arrays written at once ([`Self::session_arrays`]; other work
+    /// queues: left open). Returns the count and the error that stopped
+    /// it, if any.
+    #[inline(always)]
+    fn basic_titles<
+        const M: u8,
+        const S: usize,
+        W: WorkQueues,
+        D: SummaryWriter,
+        const SHORT: bool,
+    >(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        t: TitleCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        let max = out.len();
+        let entries = self.size.entries();
+        let classes = &CLASSES[usize::from(self.cfg.striding_rq)];
+        let TitleCopy {
+            op_own: mut b,
+            mut copy,
+        } = t;
+        let mut n = 0;
+        loop {
+            if SHORT && W::WR_ID_IS_WQE_COUNTER && one_array(copy) {
+                let (k, left) = self.short_sessions::<S, D>(ring, d, b, copy, &mut out[n..]);
+                n += k;
+                match left {
+                    Some(c) => copy = c,
+                    None => break,
+                }
+            }
+            // Into `cur`, the session opened (as `take_copied`).
+            copy.store_to(&mut self.cur.cqe);
+            match self.basic_session::<M>() {
+                Ok(s) if W::WR_ID_IS_WQE_COUNTER => {
+                    // Its arrays at once, the session in registers (stored
+                    // only if it stays open).
+                    n += self.session_arrays::<S, D>(ring, d, s, &mut out[n..]);
+                }
+                Ok(s) => {
+                    self.session = Some(s);
+                    break;
+                }
+                Err(e) => return (n, Err(e)),
+            }
+            if n < max && self.session.is_none() {
+                rare();
+                // The session done, the next entry (short sessions: the
+                // next title) straight away: its ownership byte once,
+                // classified; if a title, the barrier, then the same steps;
+                // anything else is step 1's.
+                let ci = self.ci;
+                let next = ring.entry(ci);
+                b = ring.ring().read_op_own(next);
+                let class = &classes[usize::from(ci & entries != 0)];
+                if class[usize::from(b)] == ODD && b & FORMAT_MASK == FORMAT_COMPRESSED {
+                    // The copy reads the body the ownership byte just
+                    // published: not before it (PRM-FACTS §9.2).
+                    barrier::from_device();
+                    copy = ring.ring().copy_out(next);
+                    continue;
+                }
+            }
+            break;
+        }
+        (n, Ok(()))
+    }
+
+    /// Basic layout, wr_id = `wqe_counter`: the sessions of one mini
+    /// array (two to eight minis: the title, the array at slot offset 1,
+    /// its holes up to the next title), from the title at `self.ci`
+    /// (`first`: its copy, its ownership byte `b0` read and classified a
+    /// compressed title before the barrier), while `out` has room for
+    /// eight and the next title's ownership byte is `b0` in the same pass
+    /// (so owned, of the same opcode: the same plan, looked up once in
+    /// `plans`). Each written whole as [`Self::session_arrays`] does, with
+    /// no session stored: its title is not copied into `cur` (nothing
+    /// reads it once the session is done; `batch_has_title` is cleared as
+    /// when it opens). Returns the count and, if the title at the new
+    /// `self.ci` was copied but is not such a session (more minis, a
+    /// malformed count, no plan, its entries wrap the ring, less room),
+    /// its copy for the general steps.
+    #[inline(always)]
+    fn short_sessions<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        b0: u8,
+        first: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Option<CqeCopy>) {
+        const A: usize = MINI_CQE_ARRAY_SIZE;
+        let Some(plan) = self.plans[usize::from(b0 >> 4)] else {
+            return (0, Some(first));
+        };
+        let p = d.prepare(plan);
+        // Up to the ring's end (one pass: `b0` means owned): a pointer
+        // walk, no index masking.
+        let mut walk = ring.sessions(self.ci);
+        let mut copy = first;
+        let mut running = self.running;
+        let mut n = 0;
+        let Some(mut dst) = out.first_chunk_mut::<A>() else {
+            return (0, Some(first));
+        };
+        let left = loop {
+            let title = copy.to_cqe();
+            // The array at slot offset 1 (its slot and the holes up to the
+            // next title invalidated: as the first array of
+            // `session_arrays`), if one array and before the ring's end.
+            let count = title.byte_cnt.get();
+            let Some(array) = walk.take(count) else {
+                break Some(copy);
+            };
+            let start = title.wqe_counter.get();
+            d.write(&p, array, start, dst);
+            running = plan.end_running(start, count);
+            n += count as usize;
+            // The next title, if `out` has room for eight more: its
+            // ownership byte once (`b0` in this pass is an owned title of
+            // the same opcode: the same plan), the barrier, one copy.
+            let Some(next) = out.get_mut(n..).and_then(|o| o.first_chunk_mut::<A>()) else {
+                break None;
+            };
+            let Some(c) = walk.next_title(b0) else {
+                break None;
+            };
+            (dst, copy) = (next, c);
+        };
+        if n > 0 {
+            self.ci = self.ci.wrapping_add(n as u32);
+            self.running = running;
+            self.batch_has_title = false;
+        }
+        (n, left)
     }
 
     /// Steps 1 to 3 for a group whose first `k` entries share one
@@ -859,11 +1079,10 @@ impl Cq {
     /// target feature, inline.)
     #[inline(always)]
     fn block_plan<D: SummaryWriter>(&self, d: D, view: Option<MiniView>) -> Option<BlockPlan<D>> {
-        let title = &self.cur.cqe;
-        let unzip = Unzip::new(title, view?);
-        let plan = Fused::new(unzip, title.op_own.opcode())?;
+        // (`Fused::new` of the title's decoding: by its opcode, one load.)
+        let plan = self.plans[usize::from(self.cur.cqe.op_own.opcode())]?;
         Some(BlockPlan {
-            unzip,
+            view: view?,
             plan,
             p: d.prepare(plan),
         })
@@ -1010,7 +1229,16 @@ impl Cq {
                 } else if count as usize > ENHANCED_MAX_MINIS {
                     break Some(copy);
                 } else {
+                    let pair = D::RUNS && count <= 2;
                     if let Some(dst) = out
+                        .get_mut(n..)
+                        .and_then(|o| o.first_chunk_mut::<2>())
+                        .filter(|_| pair)
+                    {
+                        // (One or two minis, as after the full blocks of a
+                        // session of eight: one pair of a vector writer.)
+                        d.write(&b.p, copy, running, dst);
+                    } else if let Some(dst) = out
                         .get_mut(n..)
                         .and_then(|o| o.first_chunk_mut::<ENHANCED_MAX_MINIS>())
                     {
@@ -1029,15 +1257,11 @@ impl Cq {
                             // the block until its last mini is handed out.
                             self.carry.block = copy.to_cqe();
                             self.carry.running = running;
-                            let title_sop = self.cur.cqe.sop_drop_qpn.into_bits().get();
                             self.session = Some(Session {
                                 base: ci,
                                 count,
                                 next: take as u32,
-                                unzip: Unzip {
-                                    title_sop_drop_qpn: title_sop,
-                                    ..b.unzip
-                                },
+                                unzip: Unzip::new(&self.cur.cqe, b.view),
                                 fused: None,
                                 carried: true,
                             });
@@ -1490,6 +1714,13 @@ fn write_array<const S: usize, D: SummaryWriter>(
     d.write(p, ring.ring().copy_out(ring.entry(index)), running, dst);
     ring.invalidate_array(index, slots);
     plan.end_running(running, len)
+}
+
+/// Whether the basic session title `copy` declares the minis of one array
+/// (two to eight).
+#[inline(always)]
+fn one_array(copy: CqeCopy) -> bool {
+    copy.to_cqe().byte_cnt.get().wrapping_sub(2) < MINI_CQE_ARRAY_SIZE as u32 - 1
 }
 
 /// Copies `src[..dst.len()]` (fewer than eight summaries) into `dst` in

@@ -375,6 +375,91 @@ impl<const S: usize> ArrayRun<S> {
     }
 }
 
+/// Basic layout: the entries from a session title up to the ring's end
+/// (from [`SizedRing::sessions`]), walked by the burst poller one session
+/// of one mini array at a time (the title, the array, its holes): a
+/// pointer and the entries left, no index masking.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SessionWalk<const S: usize> {
+    /// The CQE proper of the entry at the walk's position.
+    at: *mut u8,
+    /// Entries from `at` to the ring's end (0: the walk is over).
+    left: usize,
+}
+
+impl<const S: usize> SizedRing<S> {
+    /// The entries from consumer index `ci` up to the ring's end, as a
+    /// [`SessionWalk`].
+    #[inline(always)]
+    pub(crate) fn sessions(&self, ci: u32) -> SessionWalk<S> {
+        let slot = (ci & self.ring.mask) as usize;
+        SessionWalk {
+            at: self.entry(ci).cqe,
+            left: self.ring.mask as usize + 1 - slot,
+        }
+    }
+}
+
+impl<const S: usize> SessionWalk<S> {
+    /// The entry at the position if its `op_own` byte, read once
+    /// (volatile), is `b0` (for a caller that classified `b0` in this
+    /// pass: an owned session title): then the from-device barrier, then
+    /// the entry copied out once. `None` at the ring's end or for another
+    /// byte, nothing else read.
+    #[inline(always)]
+    pub(crate) fn next_title(&self, b0: u8) -> Option<CqeCopy> {
+        if self.left == 0 {
+            return None;
+        }
+        // SAFETY: `left > 0`: the entry is in bounds (`sessions` counts the
+        // entries up to the ring's end, `take` moves past no more than it
+        // counted); u8 has no alignment need.
+        if unsafe { self.at.add(OP_OWN).read_volatile() } != b0 {
+            return None;
+        }
+        // The copy reads the body the ownership byte just published: not
+        // before it (PRM-FACTS §9.2).
+        crate::barrier::from_device();
+        // SAFETY: as above, and the CQE proper is `Chunk`-aligned (as in
+        // `copy_cqe_to`); any bits are a valid `Chunk`.
+        Some(unsafe { copy_at(self.at) })
+    }
+
+    /// The session of `count` minis titled by the entry at the position, if
+    /// it has one mini array (`count` 2 to 8) and its `count` entries lie
+    /// before the ring's end: its array (the next entry) copied once, that
+    /// entry and the holes after it (`count - 1` entries) invalidated, the
+    /// position moved past the session.
+    #[inline(always)]
+    pub(crate) fn take(&mut self, count: u32) -> Option<CqeCopy> {
+        let count = count as usize;
+        if !(2..=MINI_CQE_ARRAY_SIZE).contains(&count) || count > self.left {
+            return None;
+        }
+        let array = self.at.wrapping_add(S);
+        // SAFETY: `2 <= count <= left`: the array's entry (1 from the
+        // position) is in bounds and `Chunk`-aligned (as in `next_title`).
+        let copy = unsafe { copy_at(array) };
+        let p = array.wrapping_add(OP_OWN);
+        let store = |j: usize| {
+            // SAFETY: `j < count - 1` at every call below: the `op_own`
+            // byte of entry `1 + j < count <= left` from the position, in
+            // bounds and valid for writes; the device does not write
+            // consumed slots (as in `CqRing::write_op_own_range`).
+            unsafe { p.add(j * S).write_volatile(CQE_INVALIDATE) }
+        };
+        // (Seven: a session of eight.)
+        if count == MINI_CQE_ARRAY_SIZE {
+            (0..MINI_CQE_ARRAY_SIZE - 1).for_each(store);
+        } else {
+            (0..count - 1).for_each(store);
+        }
+        self.at = self.at.wrapping_add(count * S);
+        self.left -= count;
+        Some(copy)
+    }
+}
+
 /// Enhanced layout: the entries at consumer indexes `ci`, `ci + 7`, `ci +
 /// 14`… up to the ring's end (from [`SizedRing::blocks`]): where a run of
 /// full compressed CQEs (seven minis each, PRM-FACTS §10.5) has its

@@ -399,6 +399,10 @@ pub struct Cq {
     /// ([`zip::MiniKind::uses_running_counter`]): the burst poller leaves
     /// it alone for minis that carry their own index.
     running: u16,
+    /// The whole-array plan ([`Fused::new`]) of the minis after a title
+    /// of each CQE opcode (the index), for the CQ's mini format: the burst
+    /// poller's one load per title run instead of the format's decoding.
+    plans: [Option<Fused>; 16],
     /// The current completion: the one copy of the last CQE read (or the
     /// session's title) and the decoded mini array.
     cur: Completion,
@@ -492,6 +496,12 @@ impl Cq {
             saved_title: Cqe64::default(),
             batch_has_title: false,
             running: 0,
+            plans: cfg.compression.map_or([None; 16], |(_, format)| {
+                Fused::by_opcode(MiniView {
+                    format,
+                    striding: cfg.striding_rq,
+                })
+            }),
             cur: Completion::empty(),
             log: ErrorLog::default(),
             broken: false,

@@ -603,6 +603,19 @@ impl Fused {
         Some(Self { shape, opcode })
     }
 
+    /// [`Self::new`] for the minis after a title of each CQE opcode (the
+    /// index), on a CQ whose minis read as `view`: the plan depends on
+    /// nothing else of the title.
+    pub(crate) fn by_opcode(view: MiniView) -> [Option<Self>; 16] {
+        core::array::from_fn(|opcode| {
+            let title = Cqe64 {
+                op_own: OpOwn::new().with_opcode(opcode as u8),
+                ..Cqe64::default()
+            };
+            Self::new(Unzip::new(&title, view), opcode as u8)
+        })
+    }
+
     /// Bytes 12–15 of every summary (status SUCCESS, the opcode, origin
     /// mini; [`CompletionSummary::upper_word`]).
     #[inline(always)]
