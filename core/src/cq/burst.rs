@@ -344,9 +344,10 @@ impl Cq {
 
     /// [`Self::poll_burst`] for layout `M`, slot size `S` and mini writer
     /// `D` (inlined into each instantiation: the SIMD ones are compiled
-    /// with their target feature). Whole mini arrays of an open basic
-    /// session (a compressed stream's bulk) are written here, straight
-    /// line; everything else by [`Self::burst_loop`], out of line on a
+    /// with their target feature). With wr_ids that are the reported
+    /// `wqe_counter`, the basic layout starts in [`Self::burst_basic`] and
+    /// the enhanced one (run writers) in [`Self::burst_enhanced`];
+    /// everything else goes to [`Self::burst_loop`], out of line on a
     /// compressed CQ.
     #[inline(always)]
     pub(super) fn burst_in<const M: u8, const S: usize, W: WorkQueues, D: SummaryWriter>(
