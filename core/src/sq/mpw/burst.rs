@@ -58,12 +58,14 @@
 //! DS, 16 WQEBBs: [`WIN64`], the default) take their own `fresh`,
 //! [`TxQueue::inline64_run`]: the batch's counters are a value
 //! ([`Tally`]) kept in registers and written back once, a session with
-//! the whole room before the ring end is built in a fixed-size window
-//! (no bounds to test) and closed in place with the counters in hand,
-//! and the CQE decision is specialised at compile time for the policy
+//! the whole room is built in a fixed-size window (no bounds to test)
+//! and closed with the counters in hand: in place before the ring end;
+//! across it, the same code builds it in the staging area, copied into
+//! the ring in two runs of 32-byte moves at close (`copy_wrapping`); and
+//! the CQE decision is specialised at compile time for the policy
 //! that requests one per WQE (`ALWAYS`: no counter to test). Any other
-//! session (not the whole room, or across the ring end) takes `fresh`'s
-//! session code out of line (`inline64_step`). With the AVX2 proof,
+//! session (not the whole room) takes `fresh`'s session code out of line
+//! (`inline64_step`). With the AVX2 proof,
 //! `tx_frames` is one function for the whole burst
 //! ([`TxQueue::frames_burst`], `burst_avx2::tx_frames64`: the counters,
 //! the sessions, [`TxQueue::commit`]'s doorbell), chosen by one test of a
@@ -111,10 +113,13 @@
 //! (`tx/empw_inline64_frames32`): 950 in `burst_avx2::tx_frames64` (the
 //! counted loop of 13 per frame, 392 in all; about 100 per session in
 //! the ring; entering, the write-back and the doorbell), about 100 for
-//! the session in six that crosses the ring end (`inline64_step`: staged
-//! in `stage`, copied at close), 18 in the scenario's loop: 33.3 per
-//! packet (37.5 before). Pointers (`tx/empw_ptr64_burst32`, one session
-//! of 32 per burst, the loop inlined too): 40.9; as `TxFrame`s 32.1.
+//! the session in six that crosses the ring end (then `inline64_step`:
+//! staged in `stage`, copied at close), 18 in the scenario's loop: 33.3
+//! per packet (37.5 before); with the crossing session built by the same
+//! code in the staging area and copied without `memcpy` (about 270
+//! instructions per crossing session instead of about 650), 32.3.
+//! Pointers (`tx/empw_ptr64_burst32`, one session of 32 per burst, the
+//! loop inlined too): 40.9; as `TxFrame`s 32.1.
 //!
 //! # One WQE per packet
 //!
@@ -2293,10 +2298,13 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
     /// registers (the caller keeps `t` as a value, never borrowed
     /// beyond this call). A session with the whole room of 16 WQEBBs (63
     /// DS: the queue's sessions have the largest window, [`WIN64`], the
-    /// default) whose window lies before the ring end (the common case)
-    /// is opened, filled and closed here, its window a fixed-size array
-    /// (no bounds to test); any other one takes `fresh`'s session code,
-    /// out of line (`inline64_step`; with AVX2 if `avx2`). `ALWAYS`: the
+    /// default) is opened, filled and closed here, its window a
+    /// fixed-size array (no bounds to test): in the ring if the window
+    /// lies before the ring end (the common case), else in the staging
+    /// area, copied into the ring at close (`copy_wrapping`, the bytes
+    /// `Out::finish` would write); any other one (not the whole room)
+    /// takes `fresh`'s session code, out of line (`inline64_step`; with
+    /// AVX2 if `avx2`). `ALWAYS`: the
     /// queue requests a CQE for every WQE ([`CqePolicy::EverySessions`]
     /// of 1, the default), so that the close tests no counter. Returns
     /// how many packets; the last session stays open in `open`, as
@@ -2354,11 +2362,16 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
         let mut k = 0;
         while k < n {
             let whole = full_at.wrapping_sub(pi) >= need;
-            let w = match self.sq.ring.window(pi, (WIN64 / SEND_WQE_BB) as u32) {
-                Some(w) if whole => w,
+            // The session's window: in the ring (the staging area then
+            // gets the doorbell's copy, `st`), or, across the ring end, the
+            // staging area itself (copied into the ring at close, wrapping,
+            // as `Out::finish` does).
+            let (w, st) = match self.sq.ring.window(pi, (WIN64 / SEND_WQE_BB) as u32) {
+                Some(w) if whole => (w, Some(&mut self.stage)),
+                None if whole => (&mut self.stage.0[..], None),
                 _ => {
-                    // Not the whole room of 63 DS, or across the ring end:
-                    // `fresh`'s session, out of line, on a copy of the
+                    // Not the whole room of 63 DS: `fresh`'s session, out
+                    // of line, on a copy of the
                     // counters written back (so that `t` itself is never
                     // borrowed here).
                     let mut c = *t;
@@ -2438,14 +2451,13 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                     offload: *offload,
                     len: 64,
                     mpw_inline: true,
-                    direct: true,
+                    direct: st.is_some(),
                 });
                 // The open session's title in the staging area too, where
-                // the general path finds it (`append_run`).
-                if let Some(d) = self
-                    .stage
-                    .0
-                    .get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS)
+                // the general path finds it (`append_run`; a staged
+                // session's is there already).
+                if let Some(d) =
+                    st.and_then(|s| s.0.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS))
                 {
                     d.copy_from_slice(&eth);
                 }
@@ -2480,13 +2492,21 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                     _ => {}
                 }
             }
-            if P::BLUEFLAME {
+            match st {
                 // The BlueFlame copy is taken from the staging area.
-                if let (Some(d), Some(src)) = (self.stage.0.get_mut(..end), w.get(..end)) {
-                    d.copy_from_slice(src);
+                Some(st) if P::BLUEFLAME => {
+                    if let (Some(d), Some(src)) = (st.0.get_mut(..end), w.get(..end)) {
+                        d.copy_from_slice(src);
+                    }
                 }
-            } else if let Some(c) = self.stage.0.first_chunk_mut::<SEND_WQE_DS>() {
-                *c = ctrl;
+                Some(st) => {
+                    if let Some(c) = st.0.first_chunk_mut::<SEND_WQE_DS>() {
+                        *c = ctrl;
+                    }
+                }
+                // Staged (the staging area holds the whole WQE): into the
+                // ring at its first WQEBB, wrapping at the ring end.
+                None => copy_wrapping(&mut self.sq.ring, pi, self.stage.0.get(..end)),
             }
             let head_now = head0.wrapping_add(k as u32);
             if let Some(e) = self.sq.shadow.get_mut((pi & self.sq.mask) as usize) {
@@ -2553,7 +2573,7 @@ pub(super) struct StepAt {
 }
 
 /// One session of [`TxQueue::inline64_run`] that is not its common case
-/// (not the whole room of 63 DS, or across the ring end), for the run
+/// (not the whole room of 63 DS), for the run
 /// `pkts` from `at.k` on: `fresh`'s loop body, as `fresh_as` runs it, on
 /// the counters `c`. Returns the packets taken in all and whether the
 /// run goes on.
@@ -2731,6 +2751,42 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
         }
         self.commit(t);
         n
+    }
+}
+
+/// Copies the WQEBBs `src` (a staged WQE) into `ring` from the
+/// free-running counter `pi` on, wrapping at the ring end (as
+/// [`WqebbRing::write_run`]): two runs of block moves, no `memcpy` call
+/// (each block as two 32-byte halves, so that the loops stay moves).
+/// Nothing if `src` is `None`.
+#[inline(always)]
+fn copy_wrapping(ring: &mut WqebbRing<'_>, pi: u32, src: Option<&[u8]>) {
+    let Some(src) = src else { return };
+    let bbs = (src.len() / SEND_WQE_BB) as u32;
+    let before = (ring.blocks() - (pi & ring.mask())).min(bbs);
+    // (`before <= bbs`, and `bbs` WQEBBs fit in `src`: the split cannot
+    // panic, and the compiled code has no panic path here.)
+    let (a, b) = src.split_at(before as usize * SEND_WQE_BB);
+    if let Some(d) = ring.window(pi, before) {
+        copy_blocks(d, a);
+    }
+    if let Some(d) = ring.window(pi.wrapping_add(before), bbs - before) {
+        copy_blocks(d, b);
+    }
+}
+
+/// Copies `src` into `dst`, whole 64-byte blocks, as 32-byte moves.
+#[inline(always)]
+fn copy_blocks(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst
+        .chunks_exact_mut(SEND_WQE_BB)
+        .zip(src.chunks_exact(SEND_WQE_BB))
+    {
+        // (Chunks of exactly one WQEBB: the splits cannot panic.)
+        let (d0, d1) = d.split_at_mut(SEND_WQE_BB / 2);
+        let (s0, s1) = s.split_at(SEND_WQE_BB / 2);
+        d0.copy_from_slice(s0);
+        d1.copy_from_slice(s1);
     }
 }
 
