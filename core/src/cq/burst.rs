@@ -66,9 +66,11 @@
 //! one run ([`SummaryWriter::write_blocks`]: a pointer walk; each entry's
 //! validity byte and `num_and_type` read together by one 16-bit load, so
 //! that "owned, a full block" is one test before the barrier; AVX2 entry
-//! by entry, one barrier per block (a compiler fence on x86-64); the other
-//! writers the ownership bytes of all the blocks with room first, one
-//! barrier, then one copy and seven summaries per block). A
+//! by entry, one barrier per block (a compiler fence on x86-64), and the
+//! shorter compressed CQE that ends such a run, the last block of a
+//! session, from the same running state; the other writers the ownership
+//! bytes of all the blocks with room first, one barrier, then one copy and
+//! seven summaries per block). A
 //! block that straddles the end of `out` is written whole into the CQ's
 //! carry buffer: the minis that fit are handed out, the rest at the start
 //! of the next call. The consumer index stays on the block until its last
@@ -1197,8 +1199,11 @@ impl Cq {
                 // A run of full blocks up to the ring's end: a pointer walk,
                 // the writer's state in registers.
                 let blocks = ring.blocks(ci, size.iteration(ci));
-                let (k, pending) = d.write_blocks(&b.p, plan, blocks, copy, running, &mut out[n..]);
-                let minis = k * ENHANCED_MAX_MINIS;
+                let (k, tail, pending) =
+                    d.write_blocks(&b.p, plan, blocks, copy, running, &mut out[n..]);
+                // (The full blocks, then the shorter block after them, if
+                // the writer took it: as many slots as minis.)
+                let minis = k * ENHANCED_MAX_MINIS + tail as usize;
                 running = plan.end_running(running, minis as u32);
                 ci = ci.wrapping_add(minis as u32);
                 n += minis;

@@ -779,6 +779,46 @@ fn enhanced_block_without_title_or_too_many_minis() {
     );
 }
 
+/// A malformed compressed CQE (more than seven minis) right after full
+/// blocks: the burst poller's block run leaves it to the general steps,
+/// which fail as `poll` does, after the same completions.
+#[test]
+fn burst_malformed_block_after_full_blocks() {
+    for path in unzip_paths() {
+        let mems = [
+            Mem::new(64, CqeSize::B64, true),
+            Mem::new(64, CqeSize::B64, true),
+        ];
+        let minis: Vec<MiniCqe> = (0..14).map(|i| hash_mini(i, 64 + i)).collect();
+        for m in &mems {
+            m.put(0, &with_vic(cqe(CqeOpcode::RespSend, false, 0), 0));
+            m.put(1, &enhanced_block(&minis[..7], 0));
+            m.put(8, &enhanced_block(&minis[7..], 0));
+            let mut bad = enhanced_block(&minis[..2], 0);
+            bad.op_own = bad.op_own.with_opcode(9);
+            m.put(15, &bad);
+        }
+        let cfg = CqConfig {
+            unzip: path,
+            ..enh_cfg(MiniCqeFormat::Hash)
+        };
+        let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
+        let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
+        for call in 0..2 {
+            let mut want = Vec::new();
+            let r0 = cq0.poll(&mut w0, 32, |c| want.push(c.summary()));
+            let mut buf = [CompletionSummary::default(); 32];
+            let r1 = cq1.poll_burst(&mut w1, &mut buf);
+            let what = std::format!("{} call {call}", path.name());
+            assert_eq!(r1, r0, "{what}");
+            assert_eq!(&buf[..want.len()], &want[..], "{what}");
+            assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
+            assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
+        }
+        assert!(cq0.is_broken() && cq1.is_broken(), "{}", path.name());
+    }
+}
+
 #[test]
 fn enhanced_striding_running_stride_index() {
     let m = Mem::new(16, CqeSize::B64, true);

@@ -841,9 +841,11 @@ pub(crate) trait SummaryWriter: Copy {
     /// left ([`BlockRun::scan_heads`]), then one from-device barrier for
     /// them all, then each is copied once and written. `running` is the
     /// running counter before `first`'s lane 0. Returns the number of
-    /// blocks written and the copy of the entry after them if it is owned
-    /// but not a full block. The same summaries as [`Self::write`] block by
-    /// block.
+    /// full blocks written, the number of minis of a shorter compressed CQE
+    /// of the same title written right after them (the last block of a
+    /// session, if the writer takes it: 0 here) and, if the entry after
+    /// what was written is owned and was copied, its copy. The same
+    /// summaries as [`Self::write`] block by block.
     #[inline(always)]
     fn write_blocks<const S: usize>(
         self,
@@ -853,18 +855,18 @@ pub(crate) trait SummaryWriter: Copy {
         first: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary],
-    ) -> (usize, Option<CqeCopy>) {
+    ) -> (usize, u32, Option<CqeCopy>) {
         const B: usize = ENHANCED_MAX_MINIS;
         let mut dsts = out.chunks_exact_mut(B);
         let Some(Ok(dst)) = dsts.next().map(<&mut [_; B]>::try_from) else {
-            return (0, None);
+            return (0, 0, None);
         };
         self.write::<B>(p, first, running, dst);
         let mut running = plan.end_running(running, B as u32);
         // Step 1: the ownership bytes of the entries with room after it.
         let (full, other) = blocks.scan_heads(1, out.len() / B);
         if full == 0 && !other {
-            return (1, None);
+            return (1, 0, None);
         }
         // Step 2: every copy below reads a body whose ownership bytes were
         // read above (PRM-FACTS §9.2, §10.5).
@@ -885,7 +887,7 @@ pub(crate) trait SummaryWriter: Copy {
         } else {
             None
         };
-        (done, next)
+        (done, 0, next)
     }
 
     /// `cq.burst_loop` with this writer, out of line (compiled with the

@@ -27,7 +27,7 @@ use super::zip::{
     SHAPE_MASKS, SOP_MASK,
 };
 use super::OP_RESP_SEND_INV;
-use super::{CompletionSummary, Cq, PollError, WorkQueues};
+use super::{zip, CompletionSummary, Cq, PollError, WorkQueues, FORMAT_COMPRESSED, FORMAT_MASK};
 use crate::prm::{MiniCqe, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
@@ -507,7 +507,7 @@ impl SummaryWriter for Avx2Writer {
         first: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary],
-    ) -> (usize, Option<CqeCopy>) {
+    ) -> (usize, u32, Option<CqeCopy>) {
         // SAFETY: `self` holds the token, so AVX2 is available.
         unsafe { write_blocks_avx2::<S>(p, blocks, first, running, out) }
     }
@@ -795,7 +795,10 @@ unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
 /// together, one test for "owned full block", the from-device barrier, one
 /// copy): on x86-64 the barrier is a compiler fence, so a separate pass
 /// over the ownership bytes (as [`SummaryWriter::write_blocks`] makes for
-/// the real barrier of aarch64) would only add a loop.
+/// the real barrier of aarch64) would only add a loop. An owned entry that
+/// is not a full block ends the run; a shorter compressed CQE (the last
+/// block of a session) is written here too, from the accumulators
+/// ([`tail_block_avx2`]), not by the caller's steps.
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -806,49 +809,121 @@ unsafe fn write_blocks_avx2<const S: usize>(
     first: CqeCopy,
     running: u16,
     out: &mut [CompletionSummary],
-) -> (usize, Option<CqeCopy>) {
+) -> (usize, u32, Option<CqeCopy>) {
     const B: usize = ENHANCED_MAX_MINIS;
     // SAFETY: AVX2 is enabled for this function and available (caller
-    // contract). Each block writes seven summaries inside `out` (checked
-    // below: `write_block_avx2`'s contract).
+    // contract). Each block, and the shorter one that may end the run,
+    // writes seven summaries inside `out` (checked below:
+    // `write_block_avx2`'s and `tail_block_avx2`'s contract).
     unsafe {
         let step = _mm256_and_si256(_mm256_set1_epi16(B as i16), p.run);
         let mut acc = accumulators(p, running);
         let Some(dst) = out.first_chunk_mut::<B>() else {
-            return (0, None);
+            return (0, 0, None);
         };
         write_block_avx2(p, &mut acc, step, first, dst.as_mut_ptr());
         // Block 1 before the run's bounds are worked out (a lone full
         // block, as in sessions of eight, stops here).
         if out.len() < 2 * B {
-            return (1, None);
+            return (1, 0, None);
         }
         let next = match blocks.read_block(1) {
             Some(Block { copy, full: true }) => copy,
-            next => return (1, next.map(|b| b.copy)),
+            // (`out.len() >= 14`: room for seven at `out[7..]`.)
+            Some(Block { copy, full: false }) => {
+                return tail_block_avx2(p, acc, copy, out.as_mut_ptr().add(B), 1)
+            }
+            None => return (1, 0, None),
         };
         // The run bounded by room: `limit * 7 <= out.len()`, block `k <
         // limit` writes the seven summaries at `base + 7k` (and `read(k)`
         // tests the same bound as the loop).
-        let blocks = blocks.fit(out.len());
-        let limit = blocks.len();
-        let Some(out) = out.get_mut(..limit * B).filter(|_| limit >= 2) else {
-            return (1, None);
-        };
+        let fit = blocks.fit(out.len());
+        let limit = fit.len();
+        if limit < 2 {
+            return (1, 0, None);
+        }
         let base = out.as_mut_ptr();
         write_block_avx2(p, &mut acc, step, next, base.add(B));
         // Each next block written right after its copy.
         let mut k = 2;
         while k < limit {
-            match blocks.read_block(k) {
+            match fit.read_block(k) {
                 Some(Block { copy, full: true }) => {
                     write_block_avx2(p, &mut acc, step, copy, base.add(k * B));
                 }
-                next => return (k, next.map(|b| b.copy)),
+                // (`k < limit`: room for seven at `base + 7k`.)
+                Some(Block { copy, full: false }) => {
+                    return tail_block_avx2(p, acc, copy, base.add(k * B), k);
+                }
+                None => return (k, 0, None),
             }
             k += 1;
         }
-        (limit, None)
+        (limit, 0, None)
+    }
+}
+
+/// The end of a run of [`write_blocks_avx2`]: `copy`, the owned entry
+/// after its `k` full blocks (not a full block, by the bytes read before
+/// the barrier). A compressed CQE of fewer than seven minis (the last
+/// block of a session) is written at `dst` (the run's next seven places)
+/// from the accumulators `acc` (the running counter after the `k`
+/// blocks): one pair for one or two minis, else seven lanes (those past
+/// its count land in `out` past the burst's count, where
+/// [`Cq::poll_burst`] may leave anything); returns `(k, count, None)`.
+/// Anything else (a plain CQE, a malformed block): `(k, 0, Some(copy))`,
+/// for the caller's steps.
+///
+/// # Safety
+/// The CPU must support AVX2; `dst` must be valid for writes of seven
+/// summaries.
+#[inline(always)]
+unsafe fn tail_block_avx2(
+    p: &Avx2Prepared,
+    acc: [__m256i; 4],
+    copy: CqeCopy,
+    dst: *mut CompletionSummary,
+    k: usize,
+) -> (usize, u32, Option<CqeCopy>) {
+    const B: usize = ENHANCED_MAX_MINIS;
+    let op_own = copy.to_cqe().op_own;
+    let count = zip::enhanced_count(op_own);
+    let compressed = op_own.into_bits() & FORMAT_MASK == FORMAT_COMPRESSED;
+    let d = dst.cast::<__m256i>();
+    if compressed && count <= 2 {
+        // SAFETY: AVX2 is available and `dst` valid for writes of seven
+        // summaries (caller contract). Store: pair 0, 32 bytes,
+        // `dst[0..2]`; every byte pattern is a valid summary (as in
+        // `write_sse41`).
+        unsafe { _mm256_storeu_si256(d, tail_pair(p, &acc, copy, 0)) };
+    } else if compressed && (count as usize) < B {
+        // SAFETY: as above; pairs 0–2 write `dst[0..6]` (3 × 32 bytes),
+        // pair 3's low half `dst[6]` (16 bytes).
+        unsafe {
+            _mm256_storeu_si256(d, tail_pair(p, &acc, copy, 0));
+            _mm256_storeu_si256(d.add(1), tail_pair(p, &acc, copy, 1));
+            _mm256_storeu_si256(d.add(2), tail_pair(p, &acc, copy, 2));
+            let last = _mm256_castsi256_si128(tail_pair(p, &acc, copy, 3));
+            _mm_storeu_si128(d.add(3).cast::<__m128i>(), last);
+        }
+    } else {
+        return (k, 0, Some(copy));
+    }
+    (k, count, None)
+}
+
+/// Pair `j` (< 4) of [`tail_block_avx2`]: its two summaries, from the
+/// accumulator `acc[j]`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn tail_pair(p: &Avx2Prepared, acc: &[__m256i; 4], copy: CqeCopy, j: usize) -> __m256i {
+    // SAFETY: AVX2 is available (caller contract): register operations.
+    unsafe {
+        let v = _mm256_broadcastsi128_si256(copy.0[j & 3]);
+        _mm256_add_epi16(_mm256_shuffle_epi8(v, p.mask), acc[j & 3])
     }
 }
 
