@@ -51,9 +51,14 @@
 //! loop of their own (`Cq::short_sessions`: the plan looked up once by
 //! the title's opcode, a pointer walk up to the ring's end, each next
 //! title taken if its ownership byte equals the first's, no session
-//! stored, no title copied into `cur`); other titles go to the title steps
-//! of the general loop (`Cq::basic_titles`), and the general loop (out of
-//! line) is not called at all when the sessions fill `out`.
+//! stored, no title copied into `cur`); a title of more arrays goes out
+//! of line to `Cq::long_titles`: the sessions from it in a loop of their
+//! own (`Cq::long_sessions`: the plan looked up once, a pointer walk up
+//! to the ring's end, each session's first array, whole arrays in one run
+//! of the writer, last partial array; no session stored unless the call
+//! ends inside one); other titles go to the title steps of the general
+//! loop (`Cq::basic_titles`), and the general loop (out of line) is not
+//! called at all when the sessions fill `out`.
 //!
 //! The enhanced layout goes entry by entry (`Cq::enhanced_loop`): validity
 //! bytes for a group at a time, one barrier per group, each entry copied
@@ -109,7 +114,9 @@ use super::{
     OPCODE_MASK, OP_REQ, OP_RESP_SEND_INV, QPN_MASK,
 };
 use crate::barrier;
-use crate::prm::{CqeOpcode, MiniCqeArray, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
+use crate::prm::{
+    CqeOpcode, MiniCqeArray, MiniCqeFormat, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
+};
 
 /// `IBV_WC_SUCCESS`, raw.
 const SUCCESS: u16 = WcStatus::Success.raw() as u16;
@@ -393,7 +400,8 @@ impl Cq {
     /// [`Self::burst_in`] on the basic layout with wr_ids that are the
     /// reported `wqe_counter`: an open session's arrays
     /// ([`Self::basic_resume`]) or, none open, the sessions from the title
-    /// at the consumer index ([`Self::basic_start`]) first, then the
+    /// at the consumer index ([`Self::basic_start`]; a title of more than
+    /// one array, out of line: [`Self::long_titles`]) first, then the
     /// general loop (out of line) for whatever they leave.
     #[inline(always)]
     fn burst_basic<const S: usize, W: WorkQueues, D: SummaryWriter>(
@@ -418,7 +426,12 @@ impl Cq {
                 return Ok(n);
             }
         } else if !out.is_empty() {
-            (n, result) = self.basic_start::<S, W, D>(ring, d, out);
+            let long;
+            (n, result, long) = self.basic_start::<S, W, D>(ring, d, out);
+            if let Some(t) = long {
+                rare();
+                (n, result) = d.long_titles::<S, W>(self, ring, t.op_own, t.copy, out);
+            }
         }
         if n < out.len() && result.is_ok() {
             let (k, r) = d.burst_loop::<BASIC, S, W>(self, ring, wqs, &mut out[n..]);
@@ -649,15 +662,17 @@ impl Cq {
     /// copy), the title steps of [`Self::basic_titles`] from it at once,
     /// without the group scan and the set-up of [`Self::burst_loop`] (not
     /// called at all when the sessions fill `out`, the usual call while a
-    /// stream of sessions is in progress). Returns the count and the error
-    /// that stopped it, if any.
+    /// stream of sessions is in progress). A title of more than one array
+    /// is handed back untouched past its copy (with its ownership byte),
+    /// for [`Self::long_titles`]. Returns the count, the error that
+    /// stopped it, if any, and that title.
     #[inline(always)]
     fn basic_start<const S: usize, W: WorkQueues, D: SummaryWriter>(
         &mut self,
         ring: SizedRing<S>,
         d: D,
         out: &mut [CompletionSummary],
-    ) -> (usize, Result<(), PollError>) {
+    ) -> (usize, Result<(), PollError>, Option<TitleCopy>) {
         let ci = self.ci;
         let e = ring.entry(ci);
         // Step 1: the ownership byte (PRM-FACTS §9.2), once.
@@ -665,26 +680,53 @@ impl Cq {
         let class = &CLASSES[usize::from(self.cfg.striding_rq)];
         let class = &class[usize::from(ci & self.size.entries() != 0)];
         if class[usize::from(b)] != ODD || b & FORMAT_MASK != FORMAT_COMPRESSED {
-            return (0, Ok(()));
+            return (0, Ok(()), None);
         }
         // Step 2: the copy reads the body the byte just published.
         barrier::from_device();
         // Step 3: one copy.
-        let mut copy = ring.ring().copy_out(e);
-        let mut n = 0;
-        if one_array(copy) {
-            // (Here, not through `basic_titles`: the loop of its other
-            // steps stays out of this path.)
-            let left;
-            (n, left) = self.short_sessions::<S, D>(ring, d, b, copy, out);
-            match left {
-                Some(c) => copy = c,
-                None => return (n, Ok(())),
-            }
+        let copy = ring.ring().copy_out(e);
+        if !one_array(copy) {
+            // A session of more arrays: the caller's, out of line
+            // (`long_titles`).
+            return (0, Ok(()), Some(TitleCopy { op_own: b, copy }));
         }
+        // (Here, not through `basic_titles`: the loop of its other steps
+        // stays out of this path.)
+        let (n, left) = self.short_sessions::<S, D>(ring, d, b, copy, out);
+        let Some(copy) = left else {
+            return (n, Ok(()), None);
+        };
         rare();
         let t = TitleCopy { op_own: b, copy };
         let (k, r) = self.basic_titles::<BASIC, S, W, D, false>(ring, d, t, &mut out[n..]);
+        (n + k, r, None)
+    }
+
+    /// [`Self::basic_start`]'s title `title` (its ownership byte `b0`)
+    /// when it is not a session of one array: the sessions of
+    /// [`Self::long_sessions`], then the title steps of
+    /// [`Self::basic_titles`] for a title they do not take. Out of line
+    /// (through [`SummaryWriter::long_titles`], with the writer's target
+    /// feature), so that the short sessions' path keeps its registers.
+    /// Returns the count and the error that stopped it, if any.
+    #[inline(always)]
+    pub(super) fn long_titles<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        let (n, left) = self.long_sessions::<S, D>(ring, d, b0, title, out);
+        let Some(copy) = left else {
+            return (n, Ok(()));
+        };
+        rare();
+        let t = TitleCopy { op_own: b0, copy };
+        let rest = out.get_mut(n..).unwrap_or_default();
+        let (k, r) = self.basic_titles::<BASIC, S, W, D, false>(ring, d, t, rest);
         (n + k, r)
     }
 
@@ -833,6 +875,133 @@ impl Cq {
             self.batch_has_title = false;
         }
         (n, left)
+    }
+
+    /// Basic layout, wr_id = `wqe_counter`: the sessions from the title at
+    /// `self.ci` (`title`: its copy, its ownership byte `b0` read and
+    /// classified a compressed title before the barrier), while `out` has
+    /// room for eight and the next title's ownership byte is `b0` in the
+    /// same pass (so owned, of the same opcode: the same plan, looked up
+    /// once in `plans`), each up to the ring's end (a pointer walk, no
+    /// index masking). A session of more than one mini array is written
+    /// as far as `out` has room for its arrays: its first array (slot
+    /// offset 1, its slot and six holes invalidated), its whole arrays in
+    /// one run of the writer, its last partial array, with the writes and
+    /// invalidations of [`Self::session_arrays`]; a session of one array
+    /// as in [`Self::short_sessions`]. No session is stored and no title
+    /// copied into `cur` unless the call ends inside a session (then it is
+    /// stored as [`Self::basic_titles`] leaves it). Out of line (through
+    /// [`SummaryWriter::long_titles`], with the writer's target feature),
+    /// so that the short sessions' loop of [`Self::basic_start`] keeps its
+    /// registers. Returns the count and, if the title at the new `self.ci`
+    /// was copied but is not such a session (a malformed count, no plan,
+    /// its entries wrap the ring, less room), its copy for the general
+    /// steps.
+    #[inline(always)]
+    pub(super) fn long_sessions<const S: usize, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Option<CqeCopy>) {
+        const A: usize = MINI_CQE_ARRAY_SIZE;
+        let Some(plan) = self.plans[usize::from(b0 >> 4)] else {
+            return (0, Some(title));
+        };
+        let p = d.prepare(plan);
+        // Up to the ring's end (one pass: `b0` means owned).
+        let mut walk = ring.sessions(self.ci);
+        let mut copy = title;
+        let mut running = self.running;
+        let mut n = 0;
+        let left = loop {
+            let Some(dst) = out.get_mut(n..).and_then(|o| o.first_chunk_mut::<A>()) else {
+                break Some(copy);
+            };
+            let cqe = copy.to_cqe();
+            let count = cqe.byte_cnt.get();
+            let start = cqe.wqe_counter.get();
+            if let Some(arrays) = walk.take_arrays(count) {
+                // More arrays, all before the ring's end: the first one.
+                d.write(&p, arrays.first(), start, dst);
+                running = plan.end_running(start, A as u32);
+                // Its whole arrays while `out` has room for eight.
+                let rest = out.get_mut(n + A..).unwrap_or_default();
+                let whole = arrays.whole(rest.len() / A);
+                let k = d.resume_arrays(&p, plan, whole, running, rest);
+                running = plan.end_running(running, (k * A) as u32);
+                let mut next = A + k * A;
+                let last = arrays.last_len();
+                if next == count as usize - last && last > 0 {
+                    // The last, partial array, if there is room for eight.
+                    if let Some(dst) = out
+                        .get_mut(n + next..)
+                        .and_then(|o| o.first_chunk_mut::<A>())
+                    {
+                        if let Some(array) = arrays.last() {
+                            d.write(&p, array, running, dst);
+                            running = plan.end_running(running, last as u32);
+                            next = count as usize;
+                        }
+                    }
+                }
+                if next < count as usize {
+                    // The call ends inside the session: stored (as
+                    // `basic_titles` leaves it), its title into `cur`.
+                    self.ci = self.ci.wrapping_add(n as u32);
+                    self.store_session(copy, plan, next as u32, running);
+                    return (n + next, None);
+                }
+            } else if let Some(array) = walk.take(count) {
+                // One array (as in `short_sessions`).
+                d.write(&p, array, start, dst);
+                running = plan.end_running(start, count);
+            } else {
+                break Some(copy);
+            }
+            n += count as usize;
+            // The next title, if `out` has room for eight more: its
+            // ownership byte once (`b0` in this pass is an owned title of
+            // the same opcode: the same plan), the barrier, one copy.
+            if out.len() - n < A {
+                break None;
+            }
+            let Some(c) = walk.next_title(b0) else {
+                break None;
+            };
+            copy = c;
+        };
+        if n > 0 {
+            self.ci = self.ci.wrapping_add(n as u32);
+            self.running = running;
+            self.batch_has_title = false;
+        }
+        (n, left)
+    }
+
+    /// [`Self::long_sessions`] ending inside the session titled by `title`
+    /// (at `self.ci`, its plan `plan` from `plans`): opened as
+    /// `basic_session` opens it, with its first `next` minis written and the
+    /// running counter `running` after them.
+    #[inline(always)]
+    fn store_session(&mut self, title: CqeCopy, plan: Fused, next: u32, running: u16) {
+        title.store_to(&mut self.cur.cqe);
+        let cqe = &self.cur.cqe;
+        // (A plan in `plans` means a compressed CQ: the format is there.)
+        let format = self.cfg.compression.map_or(MiniCqeFormat::Hash, |(_, f)| f);
+        let unzip = Unzip::new(cqe, self.mini_view(format));
+        self.running = running;
+        self.batch_has_title = false;
+        self.session = Some(Session {
+            base: self.ci,
+            count: cqe.byte_cnt.get(),
+            next,
+            unzip,
+            fused: Some(plan),
+            carried: false,
+        });
     }
 
     /// Steps 1 to 3 for a group whose first `k` entries share one

@@ -460,6 +460,106 @@ impl<const S: usize> SessionWalk<S> {
     }
 }
 
+impl<const S: usize> SessionWalk<S> {
+    /// The session of `count` minis titled by the entry at the position,
+    /// if it has more than one mini array (`count` above 8) and its
+    /// `count` entries lie before the ring's end: where its arrays are
+    /// ([`SessionArrays`]; nothing read or written yet), the position
+    /// moved past the session.
+    #[inline(always)]
+    pub(crate) fn take_arrays(&mut self, count: u32) -> Option<SessionArrays<S>> {
+        let count = count as usize;
+        if count <= MINI_CQE_ARRAY_SIZE || count > self.left {
+            return None;
+        }
+        let title = self.at;
+        self.at = self.at.wrapping_add(count * S);
+        self.left -= count;
+        Some(SessionArrays { title, count })
+    }
+}
+
+/// Basic layout: the mini arrays of a session of more than one array
+/// whose entries (the title, the arrays, the holes) all lie before the
+/// ring's end (from [`SessionWalk::take_arrays`]): the first array at
+/// entry 1 (its entry and the six holes after it), array `k >= 1` at entry
+/// `8k` (its entry and the holes up to entry `8k + 7` or the session's
+/// end), with constant offsets from the title's entry, no index masking.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SessionArrays<const S: usize> {
+    /// The CQE proper of the title's entry.
+    title: *mut u8,
+    /// Minis (= entries) of the session: above 8, at most the entries from
+    /// the title to the ring's end.
+    count: usize,
+}
+
+impl<const S: usize> SessionArrays<S> {
+    /// The first array (entry 1) copied out once, then its entry and the
+    /// six holes after it invalidated (as [`SessionWalk::take`] of a
+    /// session of eight).
+    #[inline(always)]
+    pub(crate) fn first(&self) -> CqeCopy {
+        let array = self.title.wrapping_add(S);
+        // SAFETY: `count > 8`: entry 1 is in bounds (`take_arrays` checked
+        // `count` entries from the title before the ring's end) and
+        // `Chunk`-aligned (as in `SessionWalk::next_title`).
+        let copy = unsafe { copy_at(array) };
+        let p = array.wrapping_add(OP_OWN);
+        for j in 0..MINI_CQE_ARRAY_SIZE - 1 {
+            // SAFETY: entry `1 + j <= 7 < count` from the title: in bounds
+            // and valid for writes; the device does not write consumed
+            // slots (as in `CqRing::write_op_own_range`).
+            unsafe { p.add(j * S).write_volatile(CQE_INVALIDATE) }
+        }
+        copy
+    }
+
+    /// The whole arrays after the first (array `k` at entry `8k`, all
+    /// eight of its entries in the session), at most `max`.
+    #[inline(always)]
+    pub(crate) fn whole(&self, max: usize) -> ArrayRun<S> {
+        ArrayRun {
+            first: self.title.wrapping_add(MINI_CQE_ARRAY_SIZE * S),
+            // Arrays 1 to `count / 8 - 1`: entries `8 .. 8 * (count / 8)`,
+            // below `count`.
+            len: (self.count / MINI_CQE_ARRAY_SIZE - 1).min(max),
+        }
+    }
+
+    /// The number of minis in the session's last array if it is partial
+    /// (`count % 8`, 0 if not).
+    #[inline(always)]
+    pub(crate) fn last_len(&self) -> usize {
+        self.count % MINI_CQE_ARRAY_SIZE
+    }
+
+    /// The session's last array if it is partial (array `count / 8`, with
+    /// `count % 8` minis and entries) copied out once, then its entries
+    /// invalidated; `None` if the last array is whole.
+    #[inline(always)]
+    pub(crate) fn last(&self) -> Option<CqeCopy> {
+        let len = self.count % MINI_CQE_ARRAY_SIZE;
+        if len == 0 {
+            return None;
+        }
+        let array = self
+            .title
+            .wrapping_add(self.count / MINI_CQE_ARRAY_SIZE * MINI_CQE_ARRAY_SIZE * S);
+        // SAFETY: entry `8 * (count / 8) < count` from the title: in bounds
+        // and `Chunk`-aligned (as in `first`).
+        let copy = unsafe { copy_at(array) };
+        let p = array.wrapping_add(OP_OWN);
+        for j in 0..len {
+            // SAFETY: entry `8 * (count / 8) + j < count` from the title
+            // (`j < count % 8`): in bounds and valid for writes; the device
+            // does not write consumed slots (as in `first`).
+            unsafe { p.add(j * S).write_volatile(CQE_INVALIDATE) }
+        }
+        Some(copy)
+    }
+}
+
 /// Enhanced layout: the entries at consumer indexes `ci`, `ci + 7`, `ci +
 /// 14`… up to the ring's end (from [`SizedRing::blocks`]): where a run of
 /// full compressed CQEs (seven minis each, PRM-FACTS §10.5) has its

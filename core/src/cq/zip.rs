@@ -819,8 +819,10 @@ pub(crate) trait SummaryWriter: Copy {
     }
 
     /// [`Self::write_arrays`] for the burst poller's resume of a basic
-    /// session (`Cq::basic_resume`): the same summaries, invalidations and
-    /// count; a writer may give this call a loop of its own.
+    /// session (`Cq::basic_resume`) and the whole arrays of the sessions
+    /// it walks from a title (`Cq::long_sessions`): the same summaries,
+    /// invalidations and count; a writer may give this call a loop of its
+    /// own.
     #[inline(always)]
     fn resume_arrays<const S: usize>(
         self,
@@ -900,6 +902,20 @@ pub(crate) trait SummaryWriter: Copy {
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>);
 
+    /// `cq.long_titles` (basic layout: the sessions of more than one mini
+    /// array from the title `title` at the consumer index, its ownership
+    /// byte `b0`, then the title steps) with this writer, out of line
+    /// (compiled with the writer's target feature, so that its writes
+    /// inline).
+    fn long_titles<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>);
+
     /// `cq.enhanced_loop` with this writer from the entry `pending` (the
     /// copy the burst poller's resume took at the consumer index, if it
     /// took one): what the resume leaves, out of line with the writer's
@@ -956,6 +972,18 @@ impl SummaryWriter for ScalarWriter {
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         cq.burst_loop::<M, S, W, Self>(ring, self, wqs, out)
+    }
+
+    #[inline(never)]
+    fn long_titles<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        cq.long_titles::<S, W, Self>(ring, self, b0, title, out)
     }
 }
 

@@ -228,6 +228,19 @@ impl SummaryWriter for NeonWriter {
         // SAFETY: `self` holds the token, so NEON is available.
         unsafe { enhanced_loop_neon::<S, W>(self, cq, ring, wqs, out, pending) }
     }
+
+    #[inline(always)]
+    fn long_titles<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so NEON is available.
+        unsafe { long_titles_neon::<S, W>(self, cq, ring, b0, title, out) }
+    }
 }
 
 /// [`SummaryWriter::write`] with NEON.
@@ -280,6 +293,23 @@ unsafe fn burst_loop_neon<const M: u8, const S: usize, W: WorkQueues>(
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
     cq.burst_loop::<M, S, W, NeonWriter>(ring, d, wqs, out)
+}
+
+/// `cq.long_titles` with the NEON writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support NEON.
+#[target_feature(enable = "neon")]
+#[inline(never)]
+unsafe fn long_titles_neon<const S: usize, W: WorkQueues>(
+    d: NeonWriter,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    b0: u8,
+    title: CqeCopy,
+    out: &mut [CompletionSummary],
+) -> (usize, Result<(), PollError>) {
+    cq.long_titles::<S, W, NeonWriter>(ring, d, b0, title, out)
 }
 
 /// `cq.enhanced_loop` with the NEON writer, compiled for the feature.

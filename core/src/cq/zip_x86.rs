@@ -402,6 +402,19 @@ impl SummaryWriter for Sse41Writer {
         // SAFETY: `self` holds the token, so SSE4.1 is available.
         unsafe { enhanced_loop_sse41::<S, W>(self, cq, ring, wqs, out, pending) }
     }
+
+    #[inline(always)]
+    fn long_titles<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so SSE4.1 is available.
+        unsafe { long_titles_sse41::<S, W>(self, cq, ring, b0, title, out) }
+    }
 }
 
 /// [`SummaryWriter::write`] with 128-bit vectors: per mini one `pshufb`
@@ -535,6 +548,19 @@ impl SummaryWriter for Avx2Writer {
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so AVX2 is available.
         unsafe { enhanced_loop_avx2::<S, W>(self, cq, ring, wqs, out, pending) }
+    }
+
+    #[inline(always)]
+    fn long_titles<const S: usize, W: WorkQueues>(
+        self,
+        cq: &mut Cq,
+        ring: SizedRing<S>,
+        b0: u8,
+        title: CqeCopy,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // SAFETY: `self` holds the token, so AVX2 is available.
+        unsafe { long_titles_avx2::<S, W>(self, cq, ring, b0, title, out) }
     }
 }
 
@@ -977,6 +1003,23 @@ unsafe fn burst_loop_sse41<const M: u8, const S: usize, W: WorkQueues>(
     cq.burst_loop::<M, S, W, Sse41Writer>(ring, d, wqs, out)
 }
 
+/// `cq.long_titles` with the SSE4.1 writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+#[inline(never)]
+unsafe fn long_titles_sse41<const S: usize, W: WorkQueues>(
+    d: Sse41Writer,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    b0: u8,
+    title: CqeCopy,
+    out: &mut [CompletionSummary],
+) -> (usize, Result<(), PollError>) {
+    cq.long_titles::<S, W, Sse41Writer>(ring, d, b0, title, out)
+}
+
 /// `cq.enhanced_loop` with the SSE4.1 writer, compiled for the feature.
 ///
 /// # Safety
@@ -1008,6 +1051,23 @@ unsafe fn burst_loop_avx2<const M: u8, const S: usize, W: WorkQueues>(
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
     cq.burst_loop::<M, S, W, Avx2Writer>(ring, d, wqs, out)
+}
+
+/// `cq.long_titles` with the AVX2 writer, compiled for the feature.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn long_titles_avx2<const S: usize, W: WorkQueues>(
+    d: Avx2Writer,
+    cq: &mut Cq,
+    ring: SizedRing<S>,
+    b0: u8,
+    title: CqeCopy,
+    out: &mut [CompletionSummary],
+) -> (usize, Result<(), PollError>) {
+    cq.long_titles::<S, W, Avx2Writer>(ring, d, b0, title, out)
 }
 
 /// `cq.enhanced_loop` with the AVX2 writer, compiled for the feature.
