@@ -2,10 +2,10 @@
 //! for a queue given the proof that the CPU has it
 //! ([`TxQueue::set_avx2`](super::TxQueue::set_avx2)): `TxBatch::fresh`
 //! with its counted loop (`fill64`) inlined (no call per session),
-//! `Run::sessions` with its counted loop inlined, and `tx_frames` of
-//! 64-byte frames whole (`TxQueue::frames64_as`, with
-//! `TxQueue::inline64_run`), with its out-of-line session
-//! (`inline64_step`). Each frame is copied as two 32-byte moves instead
+//! `Run::sessions` with its counted loop inlined, and `tx_frames` and
+//! `tx_burst` of 64-byte frames whole (`TxQueue::frames64_as`,
+//! `TxQueue::packets64_as`, with `TxQueue::inline64_run`), with its
+//! out-of-line session (`inline64_step`). Each frame is copied as two 32-byte moves instead
 //! of four 16-byte ones. The same code, so the same bytes
 //! (`tests::burst_path_matches_push_avx2`,
 //! `tests::frames_match_packets_avx2`). One of the few modules with
@@ -129,6 +129,35 @@ pub(super) fn tx_frames64<P: DoorbellPolicy, Q: QpKind, M: TxMode>(
     // SAFETY: `avx2` exists, so the CPU has AVX2 (its constructors'
     // contract); that is all `tx_frames64_avx2` requires.
     unsafe { tx_frames64_avx2::<P, Q, M>(avx2, q, offload, frames) }
+}
+
+/// `TxQueue::packets64_as` compiled with AVX2, its counted loop
+/// (`fill64`) inlined.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+#[inline(never)]
+unsafe fn tx_packets64_avx2<P: DoorbellPolicy, Q: QpKind, M: TxMode>(
+    avx2: Avx2,
+    q: &mut TxQueue<'_, P, Q, M>,
+    pkts: &[Packet<'_>],
+) -> usize {
+    q.packets64_as::<Fill64>(pkts, Some(avx2))
+}
+
+/// `TxQueue::packets64_as` with AVX2, under the proof `avx2` that the CPU
+/// has it.
+#[inline(always)]
+pub(super) fn tx_packets64<P: DoorbellPolicy, Q: QpKind, M: TxMode>(
+    avx2: Avx2,
+    q: &mut TxQueue<'_, P, Q, M>,
+    pkts: &[Packet<'_>],
+) -> usize {
+    // SAFETY: `avx2` exists, so the CPU has AVX2 (its constructors'
+    // contract); that is all `tx_packets64_avx2` requires.
+    unsafe { tx_packets64_avx2::<P, Q, M>(avx2, q, pkts) }
 }
 
 /// `burst::inline64_step` compiled with AVX2, its counted loop

@@ -1169,6 +1169,116 @@ fn compare_frames_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
     }
 }
 
+/// [`TxQueue::tx_burst`] itself and [`TxBatch::push`] packet by packet
+/// give the same count, ring bytes, doorbells, shadow, counters and
+/// completions, on bursts of plain 64-byte frames of one offload value
+/// into which other packets are mixed at random places (the first one
+/// too): other lengths, pointers, another offload value, VLAN insertion,
+/// more segments, TSO; half the queues with the default limits (the
+/// sessions of the largest window: with the AVX2 proof, `tx_burst`'s
+/// own function, `burst_avx2::tx_packets64`), half random.
+#[test]
+fn tx_burst_matches_push() {
+    let cases = if cfg!(miri) { 2 } else { 150 };
+    for case in 0..cases {
+        compare_tx_burst::<DoorbellOnly>(case, None);
+        compare_tx_burst::<BlueFlamePreferred>(case, None);
+    }
+}
+
+/// [`tx_burst_matches_push`] with the AVX2 proof on the `tx_burst` side,
+/// where the CPU has AVX2.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[test]
+fn tx_burst_matches_push_avx2() {
+    if !std::is_x86_feature_detected!("avx2") {
+        return;
+    }
+    let cases = if cfg!(miri) { 2 } else { 300 };
+    for case in 0..cases {
+        compare_tx_burst::<DoorbellOnly>(case, avx2_proof());
+        compare_tx_burst::<BlueFlamePreferred>(case, avx2_proof());
+    }
+}
+
+/// [`tx_burst_matches_push`]'s case `case` on eMPW queues of policy `P`,
+/// the `tx_burst` side with `avx2`.
+fn compare_tx_burst<P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
+    let more = [Sge::new(LKEY, 0x9000, 30)];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
+    let mut setup = Setup::random(&mut rng);
+    if rng.below(2) == 0 {
+        setup.cfg = TxConfig {
+            cqe: setup.cfg.cqe,
+            ..TxConfig::new()
+        };
+    }
+    let (mem_a, mut lent_a) = setup.mem::<P>();
+    let (mem_b, mut lent_b) = setup.mem::<P>();
+    let mut a = setup.txq::<P, Empw>(&mem_a, &mut lent_a, avx2);
+    let mut b = setup.txq::<P, Empw>(&mem_b, &mut lent_b, None);
+    let offload = rng.pick(&[TxOffload::NONE, TxOffload::NONE.with_csum()]);
+    let other = TxOffload {
+        metadata: 7,
+        ..offload
+    };
+    for burst in 0..12u64 {
+        let n = rng.below(if cfg!(miri) { 24 } else { 80 }) as usize;
+        // One packet in `odd` is another kind (none for a third of the
+        // bursts: plain frames only).
+        let odd = rng.pick(&[0u64, 3, 8, 30]);
+        let kinds: Vec<u64> = (0..n)
+            .map(|_| match odd {
+                0 => 0,
+                _ if rng.below(odd) == 0 => 1 + rng.below(8),
+                _ => 0,
+            })
+            .collect();
+        let data: Vec<Vec<u8>> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                let len = match k {
+                    1 => random_len(&mut rng),
+                    2 => rng.pick(&[60usize, 63, 65]),
+                    _ => 64,
+                };
+                frame(len, (burst * 41 + i as u64) as u8)
+            })
+            .collect();
+        let pkts: Vec<Packet<'_>> = kinds
+            .iter()
+            .zip(&data)
+            .enumerate()
+            .map(|(i, (&k, f))| {
+                let id = burst * 1000 + i as u64;
+                let p = Packet::frame(id, LKEY, f).with_offload(offload);
+                match k {
+                    3 => Packet::ptr(id, LKEY, 0x10_0000 + 0x1000 * i as u64, 64)
+                        .with_offload(offload),
+                    4 => p.with_offload(other),
+                    5 => p.with_vlan(0x0abc),
+                    6 => p.with_segments(&more),
+                    7 => p.with_tso(1000, 54),
+                    _ => p,
+                }
+            })
+            .collect();
+        let ka = a.tx_burst(&pkts);
+        let mut bb = b.start();
+        let kb = pkts.iter().take_while(|p| bb.push(p).is_ok()).count();
+        bb.complete();
+        let what = format!(
+            "case {case} burst {burst} kinds {kinds:?}: {}",
+            setup.describe::<Empw>()
+        );
+        assert_eq!(ka, kb, "{what}");
+        assert_eq!(format!("{:?}", a.done), format!("{:?}", b.done), "{what}");
+        assert!(observe(&a, &mem_a) == observe(&b, &mem_b), "{what}");
+        retire_both(&mut rng, &mut a, &mut b, &what);
+    }
+}
+
 /// A burst whose first packet goes out as a SEND WQE of its own (two
 /// segments) and whose next one, a 64-byte frame, finds no free id: the
 /// burst path must leave the staging area (the BlueFlame source of a
