@@ -819,6 +819,69 @@ fn burst_malformed_block_after_full_blocks() {
     }
 }
 
+/// Basic sessions of more than one mini array back to back (20, 17 and
+/// 16 minis: a partial last array, a whole one), then a plain CQE:
+/// `poll_burst` (its loop for long sessions) in calls of several sizes,
+/// some ending inside a session, gives what `poll` gives, call by call,
+/// and leaves the ring's bytes (the invalidated slots) as `poll` does.
+/// Deterministic, so that miri reaches `mem::SessionArrays` (the random
+/// streams it runs are too few).
+#[test]
+fn burst_long_basic_sessions_match_poll() {
+    for path in unzip_paths() {
+        for sizes in [
+            &[256usize][..],
+            &[12, 9, 30, 8, 64],
+            &[8, 8, 8, 8, 8, 8, 8, 8],
+        ] {
+            let mems = [
+                Mem::new(128, CqeSize::B64, false),
+                Mem::new(128, CqeSize::B64, false),
+            ];
+            for m in &mems {
+                let mut slot = 0;
+                for count in [20u32, 17, 16] {
+                    let minis: Vec<MiniCqe> = (0..count)
+                        .map(|i| hash_mini(slot as u32 * 0x100 + i, 64 + i))
+                        .collect();
+                    put_basic_session(m, slot, &title_basic(count, slot as u16, false), &minis);
+                    slot += count as usize;
+                }
+                m.put(slot, &cqe(CqeOpcode::RespSend, false, slot as u16));
+            }
+            let cfg = CqConfig {
+                unzip: path,
+                ..basic_cfg(MiniCqeFormat::Hash)
+            };
+            let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
+            let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
+            let mut total = 0;
+            for (call, &size) in sizes.iter().cycle().take(12).enumerate() {
+                let mut want = Vec::new();
+                let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
+                let mut buf = std::vec![CompletionSummary::default(); size];
+                let r1 = cq1.poll_burst(&mut w1, &mut buf);
+                let what = std::format!("{} sizes {sizes:?} call {call}", path.name());
+                assert_eq!(r1, r0, "{what}");
+                assert_eq!(&buf[..want.len()], &want[..], "{what}");
+                assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
+                assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
+                assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
+                total += want.len();
+            }
+            let what = std::format!("{} sizes {sizes:?}", path.name());
+            assert_eq!(total, 20 + 17 + 16 + 1, "{what}");
+            for slot in 0..128 {
+                assert_eq!(
+                    mems[1].slot_bytes(slot),
+                    mems[0].slot_bytes(slot),
+                    "{what} slot {slot}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn enhanced_striding_running_stride_index() {
     let m = Mem::new(16, CqeSize::B64, true);
