@@ -1739,13 +1739,19 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     #[inline(always)]
     fn publish(&mut self) -> u32 {
         self.close(CloseReason::Complete);
-        let t = Tally {
+        let t = self.tally();
+        self.q.commit(t)
+    }
+
+    /// The batch's counters as a value ([`Tally`]).
+    #[inline(always)]
+    fn tally(&self) -> Tally {
+        Tally {
             p: self.p,
             wqes: self.wqes,
             inline: self.inline,
             last_ds: self.last_ds,
-        };
-        self.q.commit(t)
+        }
     }
 }
 

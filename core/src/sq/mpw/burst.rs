@@ -2283,25 +2283,34 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
         offload: &TxOffload,
         avx2: Avx2Opt,
     ) -> usize {
-        let mut t = Tally {
-            p: self.p,
-            wqes: self.wqes,
-            inline: self.inline,
-            last_ds: self.last_ds,
-        };
-        let k = if self.q.sig.every <= 1 {
-            self.q
-                .inline64_run::<T, F, END, true>(&mut t, &mut self.open, pkts, offload, avx2)
-        } else {
-            self.q
-                .inline64_run::<T, F, END, false>(&mut t, &mut self.open, pkts, offload, avx2)
-        };
+        let mut t = self.tally();
+        let k = self
+            .q
+            .run64::<T, F, END>(&mut t, &mut self.open, pkts, offload, avx2);
         (self.p, self.wqes, self.inline, self.last_ds) = (t.p, t.wqes, t.inline, t.last_ds);
         k
     }
 }
 
 impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
+    /// [`TxQueue::inline64_run`] on the batch's counters `t`, its CQE
+    /// policy (`ALWAYS`) chosen here from the queue's.
+    #[inline(always)]
+    fn run64<T: FreshPkt, F: FillRun, const END: bool>(
+        &mut self,
+        t: &mut Tally,
+        open: &mut Option<Open>,
+        pkts: &[T],
+        offload: &TxOffload,
+        avx2: Avx2Opt,
+    ) -> usize {
+        if self.sig.every <= 1 {
+            self.inline64_run::<T, F, END, true>(t, open, pkts, offload, avx2)
+        } else {
+            self.inline64_run::<T, F, END, false>(t, open, pkts, offload, avx2)
+        }
+    }
+
     /// [`TxBatch::fresh`] of 64-byte inline frames ([`Inline64`]) with no
     /// session open (`open`), on a batch whose counters are `t`, its
     /// counted loop `F`: the same sessions, with the counters in
@@ -2739,7 +2748,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         // The batch's counters as a value (`start`), kept in registers.
         let mut t = self.tally();
         let mut open = None;
-        let n = self.run64::<TxFrame<'_>, F>(&mut t, &mut open, frames, offload, avx2);
+        let n = self.run64::<TxFrame<'_>, F, true>(&mut t, &mut open, frames, offload, avx2);
         if n < frames.len() || open.is_some() {
             // What it leaves: the batch, built from the counters.
             let mut b = self.batch_of(t, open);
@@ -2778,25 +2787,6 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         }
     }
 
-    /// [`TxQueue::inline64_run`] of a whole burst (`END`), on the batch's
-    /// counters `t`, its CQE policy chosen here.
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
-    #[inline(always)]
-    fn run64<T: FreshPkt, F: FillRun>(
-        &mut self,
-        t: &mut Tally,
-        open: &mut Option<Open>,
-        pkts: &[T],
-        offload: &TxOffload,
-        avx2: Avx2Opt,
-    ) -> usize {
-        if self.sig.every <= 1 {
-            self.inline64_run::<T, F, true, true>(t, open, pkts, offload, avx2)
-        } else {
-            self.inline64_run::<T, F, true, false>(t, open, pkts, offload, avx2)
-        }
-    }
-
     /// [`TxQueue::tx_burst`] of `pkts` in one function, as
     /// [`TxQueue::frames64_as`] takes frames: the counters as a value,
     /// the run of common 64-byte frames at the burst's start (the first
@@ -2813,7 +2803,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         let n = match pkts.first() {
             Some(p0) => {
                 let offload = p0.offload;
-                self.run64::<Packet<'_>, F>(&mut t, &mut open, pkts, &offload, avx2)
+                self.run64::<Packet<'_>, F, true>(&mut t, &mut open, pkts, &offload, avx2)
             }
             None => 0,
         };
