@@ -24,9 +24,9 @@ fn burst_short(n: usize) -> ! {
 /// Counted: `tx_burst` whole. Per packet: the counted loop (shape, kind
 /// and length tests, the descriptor written straight into the ring, the id
 /// into the id ring). Per session: opening it in the ring (a session that
-/// would cross the ring end is built in the staging area and copied), how
-/// many packets fit, entering the counted loop, closing it (control
-/// segment and padding in place, its one shadow entry, the CQE decision;
+/// would cross the ring end has its descriptors written into the ring's
+/// two parts), how many packets fit, entering the counted loop, closing it
+/// (control segment in place, no padding, its one shadow entry, the CQE decision;
 /// the burst's last session too, for `Complete`, as `tx_burst` completes
 /// the batch right after). Per burst: entering the burst path (the run's
 /// first packet tested, its title built), `TxBatch::complete` (the

@@ -376,6 +376,43 @@ impl<'a> WqebbRing<'a> {
         })
     }
 
+    /// The `n` blocks from the free-running block counter `at` as two
+    /// runs of bytes the caller writes in place, for a WQE that crosses
+    /// the ring end: the blocks up to the end, then those from block 0 (the
+    /// second run is empty if the `n` blocks lie before the end). `None` if
+    /// `n` is more blocks than the ring holds. The caller passes blocks it
+    /// has reserved and not yet published, as for [`WqebbRing::window`].
+    #[inline(always)]
+    pub fn window_wrapping(&mut self, at: u32, n: u32) -> Option<(&mut [u8], &mut [u8])> {
+        let slot = (at & self.mask) as usize;
+        let (n, blocks) = (n as usize, self.blocks() as usize);
+        if n > blocks {
+            return None;
+        }
+        let first = core::cmp::min(n, blocks - slot);
+        let second = n - first;
+        #[cfg(loom)]
+        {
+            self.track_write(slot, first);
+            self.track_write(0, second);
+        }
+        let base = self.base().as_ptr();
+        // SAFETY: `slot + first <= blocks` and `second <= slot` (`n <=
+        // blocks`, and `second > 0` only if `first == blocks - slot`), so
+        // the two runs, blocks `slot..slot + first` and `0..second`, lie
+        // inside the ring and do not overlap; valid for reads and writes
+        // for `'a` (constructor contracts). Both borrow `self` mutably, the
+        // only Rust handle to the ring memory, and the device reads none
+        // of these reserved, unpublished blocks while they live (as in
+        // `window`).
+        Some(unsafe {
+            (
+                core::slice::from_raw_parts_mut(base.add(slot).cast::<u8>(), first * 64),
+                core::slice::from_raw_parts_mut(base.cast::<u8>(), second * 64),
+            )
+        })
+    }
+
     /// Reads the block at the free-running block counter `at`.
     #[inline(always)]
     pub fn read(&self, at: u32) -> [u8; 64] {
@@ -516,6 +553,35 @@ mod tests {
         assert_eq!(r.window(0, 4).map(|w| w.len()), Some(256));
         assert_eq!((r.read(2)[0], r.read(3)[63]), (7, 9));
         assert_eq!((mem[128], mem[255], mem[127]), (7, 9, 0));
+    }
+
+    #[test]
+    fn wrapping_windows_split_at_the_ring_end() {
+        let mut mem = vec![0u8; 256];
+        let p = mem.as_mut_ptr();
+        // SAFETY: `mem` outlives the ring and is only accessed through it.
+        let ring = unsafe { RingBuf::new(p, 256) }.unwrap();
+        let mut r = WqebbRing::new(ring).unwrap();
+        // Counter 6 is slot 2: two blocks before the end, one after.
+        let (a, b) = r.window_wrapping(6, 3).unwrap();
+        assert_eq!((a.len(), b.len()), (128, 64));
+        a[0] = 7;
+        a[127] = 8;
+        b[0] = 9;
+        b[63] = 10;
+        assert_eq!(
+            (r.read(2)[0], r.read(3)[63], r.read(0)[0], r.read(0)[63]),
+            (7, 8, 9, 10)
+        );
+        assert_eq!(r.read(1), [0; 64]);
+        // Before the end: the second part is empty.
+        let (a, b) = r.window_wrapping(5, 2).unwrap();
+        assert_eq!((a.len(), b.len()), (128, 0));
+        // The whole ring from any slot; more is refused.
+        let (a, b) = r.window_wrapping(3, 4).unwrap();
+        assert_eq!((a.len(), b.len()), (64, 192));
+        assert!(r.window_wrapping(0, 5).is_none());
+        assert_eq!((mem[128], mem[255], mem[0], mem[63]), (7, 8, 9, 10));
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!
 //! - every byte DPDK wrote (`x`) must be one we wrote, with DPDK's value;
 //! - a byte we wrote and DPDK did not is allowed only inside the WQEBBs DPDK
-//!   wrote and only as zero (we zero inline padding);
+//!   wrote and only as zero (a single-packet SEND WQE zeroes its padding;
+//!   sessions write none, as DPDK);
 //! - the producer counter, the doorbell record, the doorbell (the last
 //!   8-byte store to the UAR), the number of packets accepted and the
 //!   number of CQE requests must match.

@@ -23,8 +23,9 @@
 //! `ENHANCED_MPSW`; an [`EthSeg`] without inline header carrying the
 //! checksum flags, software-parser offsets and metadata every packet of the
 //! session shares), then one descriptor per packet: a pointer [`DataSeg`],
-//! or an inline segment (length with the inline bit, the frame, padded to
-//! 16 bytes) for frames up to [`TxConfig::inline_max`]. The two mix freely.
+//! or an inline segment (length with the inline bit, the frame, taking
+//! whole 16-byte units) for frames up to [`TxConfig::inline_max`]. The two
+//! mix freely.
 //! A legacy MPW session (opcode TSO, opmod
 //! [`OPC_MOD_MPW`](crate::prm::OPC_MOD_MPW)) carries packets
 //! of one length (in the Ethernet segment's `mss`), at most
@@ -38,6 +39,16 @@
 //! unless the frame is inlined, with the tag inserted in software): such a
 //! packet goes out as its own SEND (or TSO) WQE. Closing writes the final DS
 //! count into the control segment; there is no "close" opcode.
+//!
+//! A session writes no padding (DPDK's `mlx5_tx_dseg_empw` and libmlx5's
+//! `set_data_inl_seg` write none either): the bytes of an inline segment
+//! past its byte count up to its last 16-byte unit, and those past the DS
+//! count in the session's last WQEBB, keep what the ring held before (the
+//! device reads DS × 16 bytes of a WQE, and of an inline segment its byte
+//! count), whether the session is built in the ring or in the staging area
+//! (which then starts as a copy of the session's WQEBBs in the ring). A
+//! single-packet WQE (SEND, TSO) keeps its own format: every byte of its
+//! WQEBBs written, padding and tail as zero.
 //!
 //! The mode is a compile-time marker ([`Empw`], [`LegacyMpw`], [`SingleWqe`]);
 //! [`TxKind::from_caps`] and [`AnyTxQueue`] choose it once at construction
@@ -1066,6 +1077,29 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         self.finish(o.pi, o.ds, opcode, o.direct);
     }
 
+    /// The ring's bytes from the DS count `ds` to the end of the last
+    /// WQEBB of the session at `pi` into the staging area, where the
+    /// session is built (so that [`Out::finish`], which copies whole
+    /// WQEBBs, gives them back unchanged, as a session built in the ring
+    /// leaves them). Needed for a session staged without the copy of its
+    /// WQEBBs (`burst::load_wrapping`: one that can hold no inline
+    /// segment, whose only unwritten bytes are those); harmless after it.
+    fn keep_tail(&mut self, pi: u32, ds: u32) {
+        let written = ds as usize % (SEND_WQE_BB / SEND_WQE_DS) * SEND_WQE_DS;
+        if written == 0 {
+            return;
+        }
+        let last = wqebbs_of(ds) - 1;
+        let old = self.sq.ring.read(pi.wrapping_add(last));
+        let at = last as usize * SEND_WQE_BB;
+        if let (Some(d), Some(s)) = (
+            self.stage.0.get_mut(at + written..at + SEND_WQE_BB),
+            old.get(written..),
+        ) {
+            d.copy_from_slice(s);
+        }
+    }
+
     /// Whether the WQE being finished requests a CQE (the per-WQE part of
     /// the policy, and the drain guarantee).
     #[inline(always)]
@@ -1077,14 +1111,21 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
     /// Writes the control segment of the staged WQE (starting at producer
     /// counter `pi`, `ds` DS, opcode and opmod `opcode` as the host-order
     /// `opmod_idx_opcode` of WQE index 0), copies it into the ring and
-    /// records it (shadow, counters). A `direct` WQE is in the ring
-    /// already but for its control segment and the zeroes after its DS
-    /// count: those are written in place (the control segment into the
-    /// staging area too, for the doorbell; the whole WQE, for BlueFlame).
+    /// records it (shadow, counters): the WQE's whole WQEBBs are copied,
+    /// so the staging area holds, past what the WQE writes (padding, the
+    /// last WQEBB's tail), the ring's own bytes for a session (loaded
+    /// when it opened, `burst::load_wrapping`, and here, [`Out::keep_tail`])
+    /// and zeroes for a single-packet WQE (`single`). A `direct` WQE is in the ring
+    /// already but for its control segment: that is written in place
+    /// (into the staging area too, for the doorbell; the whole WQE, for
+    /// BlueFlame).
     #[inline(never)]
     fn finish(&mut self, pi: u32, ds: u32, opcode: u32, direct: bool) {
         if direct && self.finish_in_place(pi, ds, opcode) {
             return;
+        }
+        if opcode == ctrl_bits::EMPW || opcode == ctrl_bits::MPW {
+            self.keep_tail(pi, ds);
         }
         let bbs = wqebbs_of(ds);
         self.p.wqes += 1;
@@ -1109,14 +1150,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         };
         let st = &mut self.stage.0;
         put(st, 0, ctrl.as_bytes());
-        // Zero from the DS count to the end of the last WQEBB (at most 3
-        // units; the slack of the staging area takes the rest).
         let end = bbs as usize * SEND_WQE_BB;
-        put(
-            st,
-            (ds as usize * SEND_WQE_DS) & STAGE_MASK,
-            &[0u8; 3 * SEND_WQE_DS],
-        );
         // Into the ring at the session's first WQEBB, wrapping at its end.
         let staged = st.get(..end).unwrap_or_default();
         let blocks = <[[u8; SEND_WQE_BB]]>::ref_from_bytes(staged).unwrap_or_default();
@@ -1134,8 +1168,8 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
     }
 
     /// [`Out::finish`] of a WQE built in the ring (its WQEBBs before the
-    /// ring end): the control segment and the zeroes after the DS count
-    /// written in place, the control segment also into the staging area
+    /// ring end): the control segment written in place (nothing past the
+    /// DS count: the ring keeps its bytes there), also into the staging area
     /// (the doorbell's copy; the whole WQE, for BlueFlame), the same
     /// shadow and counters. Returns false, doing nothing, if the WQE's
     /// WQEBBs cross the ring end (it is not in the ring then).
@@ -1160,18 +1194,6 @@ impl<P: DoorbellPolicy, Q: QpKind> Out<'_, '_, P, Q> {
         let end = bbs as usize * SEND_WQE_BB;
         if let Some(c) = w.first_chunk_mut::<SEND_WQE_DS>() {
             *c = ctrl;
-        }
-        // Zeroes from the DS count to the end of the last WQEBB: at most
-        // 3 units, one fixed-size store (no `memset` call, no loop).
-        let tail = ds as usize * SEND_WQE_DS;
-        if let Some(pad) = w.get_mut(tail..end) {
-            if let Ok(u) = <&mut [u8; 3 * SEND_WQE_DS]>::try_from(&mut *pad) {
-                *u = [0; 3 * SEND_WQE_DS];
-            } else if let Ok(u) = <&mut [u8; 2 * SEND_WQE_DS]>::try_from(&mut *pad) {
-                *u = [0; 2 * SEND_WQE_DS];
-            } else if let Ok(u) = <&mut [u8; SEND_WQE_DS]>::try_from(pad) {
-                *u = [0; SEND_WQE_DS];
-            }
         }
         let st = &mut self.stage.0;
         if P::BLUEFLAME {
@@ -1478,11 +1500,20 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         // Legacy MPW: the common packet length in `mss` (DPDK
         // `mlx5_tx_burst_empw_*`, "Store the packet length for legacy MPW").
         let mss = if legacy { len as u16 } else { 0 };
-        put(
-            &mut self.q.stage.0,
-            SEND_WQE_DS,
-            &session_eth(&p.offload, mss),
-        );
+        // On a queue that inlines, the staging area starts as a copy of the
+        // session's WQEBBs in the ring, so that the bytes the session does
+        // not write (padding) go back unchanged at close, as in a session
+        // built in the ring (the last WQEBB's tail: `Out::keep_tail`).
+        let q = &mut *self.q;
+        if q.inline_lim != 0 {
+            let bbs = wqebbs_of(max_ds.min(u32::from(MAX_DS)));
+            burst::load_wrapping(
+                &mut q.sq.ring,
+                o.pi,
+                q.stage.0.get_mut(..bbs as usize * SEND_WQE_BB),
+            );
+        }
+        put(&mut q.stage.0, SEND_WQE_DS, &session_eth(&p.offload, mss));
         self.open = Some(o);
         Ok(())
     }
@@ -1505,15 +1536,14 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
                     }
                     o.inline_bytes += n;
                     let end = hdr + 4 + o.inline_bytes as usize;
+                    // (The padding after the frames is not written.)
                     o.ds = mpw::TITLE_DS as u32 + (end - hdr).div_ceil(SEND_WQE_DS) as u32;
-                    zero(buf, end, o.ds as usize * SEND_WQE_DS);
                 } else {
+                    // The segment header and the frame; the padding to the
+                    // segment's last 16-byte unit is not written (the
+                    // device reads `n` bytes of it; DPDK
+                    // `mlx5_tx_dseg_empw` does not write it either).
                     let units = (4 + n).div_ceil(SEND_WQE_DS as u32);
-                    // Padding: zero the last 16-byte unit first (one fixed
-                    // store, no `memset` call), then the segment header and
-                    // the frame over it (the frame ends inside that unit).
-                    let last = at + (units as usize - 1) * SEND_WQE_DS;
-                    put(buf, last, &[0u8; SEND_WQE_DS]);
                     put(buf, at, &inline_header(n));
                     match p.vlan_tci {
                         Some(tci) => put_vlan(buf, at + 4, frame, tci),
@@ -1562,21 +1592,20 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     }
 
     /// Moves the open session, if it is built in the ring, back into the
-    /// staging area (bytes 16 up to its DS count), where
-    /// [`TxBatch::add`] appends.
+    /// staging area (its whole window: what it wrote and the ring's bytes
+    /// around, `burst::load_wrapping`), where [`TxBatch::add`] appends.
     fn stage_open(&mut self) {
         let Some(o) = self.open.as_mut().filter(|o| o.direct) else {
             return;
         };
         o.direct = false;
-        let end = o.ds as usize * SEND_WQE_DS;
+        let bbs = wqebbs_of(o.max_ds.min(u32::from(MAX_DS)));
         let q = &mut *self.q;
-        if let (Some(w), Some(d)) = (
-            q.sq.ring.window(o.pi, o.ds.div_ceil(4)),
-            q.stage.0.get_mut(SEND_WQE_DS..end),
-        ) {
-            d.copy_from_slice(w.get(SEND_WQE_DS..end).unwrap_or_default());
-        }
+        burst::load_wrapping(
+            &mut q.sq.ring,
+            o.pi,
+            q.stage.0.get_mut(..bbs as usize * SEND_WQE_BB),
+        );
     }
 
     /// The parts that writing a WQE out touches.
@@ -1715,6 +1744,14 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         if hdr_len > 0 {
             self.inline = true;
         }
+        // A single-packet WQE keeps its own format: zeroes from the DS
+        // count to the end of its last WQEBB (at most 3 units; the slack
+        // of the staging area takes the rest).
+        put(
+            &mut self.q.stage.0,
+            (ds as usize * SEND_WQE_DS) & STAGE_MASK,
+            &[0u8; 3 * SEND_WQE_DS],
+        );
         self.record_id(p.id);
         self.q.stats.single_wqes += 1;
         let opcode = if p.tso_mss != 0 {

@@ -74,9 +74,10 @@ MULTI-PACKET BURSTS (--qp raw)
 OUTPUT
   Per WQE: its WQE index (the 16-bit counter of its control segment; the ring slot is the index
   modulo --sq-wqebbs), its WQEBB count, its DS count, and the bytes of every WQEBB it occupies,
-  in posting order (a WQE that wraps continues at slot 0). The ring starts filled with 00 and
-  the core writes every byte of a WQE's WQEBBs (padding and the tail of the last WQEBB as 00),
-  so a byte it did not write would print as 00.
+  in posting order (a WQE that wraps continues at slot 0). The ring starts filled with 00. A
+  work request's WQE has every byte of its WQEBBs written (padding and the tail of the last
+  WQEBB as 00); an empw/mpw session writes no padding (an inline segment's bytes past its byte
+  count, the tail after the DS count, as DPDK): those print what the ring held, 00 until it wraps.
   After each batch: the SQ doorbell-record value (cur_post & 0xffff) and the register write:
   `db` (8 bytes: the start of the last WQE's control segment) or `bf` (the BlueFlame copy of
   the WQE, whole 64-byte chunks), at its offset in the 4 KiB UAR page (--bf-reg + the

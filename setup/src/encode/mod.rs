@@ -14,9 +14,11 @@
 //! control segment; its ring slot is that index modulo the ring size), its
 //! WQEBB count, its DS count and the bytes of the WQEBBs it occupies, read
 //! back from the ring (continuing at slot 0 when the WQE wraps). The ring
-//! starts zero-filled and the core writes every byte of those WQEBBs
-//! (segment padding and the tail of the last WQEBB as zero), so a byte the
-//! core did not write would read `00`.
+//! starts zero-filled. A work request's WQE (the `sq` path) has every byte
+//! of those WQEBBs written (segment padding and the tail of the last WQEBB
+//! as zero); an eMPW or legacy MPW session writes no padding (an inline
+//! segment's bytes past its byte count, the tail after the DS count, as
+//! DPDK): those bytes print what the ring held, `00` until it wraps.
 //!
 //! After each batch: the SQ doorbell-record value (`dbrec[MLX5_SND_DBR]`,
 //! host order) and the one register write: the 8-byte doorbell (`db`) or

@@ -12,11 +12,21 @@
 //! A session whose WQEBBs (as many as its largest DS count takes) lie
 //! before the ring end is built straight into the ring
 //! ([`WqebbRing::window`]): its title and descriptors are written in
-//! place, its close writes the control segment and the padding after the
-//! DS count ([`Out::finish`]), and nothing is copied. A session that would
-//! cross the ring end is built in the staging area and copied, wrapping,
-//! when it closes, as `push` does. Either way its close writes one shadow
+//! place, its close writes the control segment ([`Out::finish`]), and
+//! nothing is copied. A session that would cross the ring end is built in
+//! the staging area and copied, wrapping, when it closes, as `push` does;
+//! so that the bytes it does not write go back unchanged, the staging
+//! area starts as a copy of its WQEBBs when it can hold inline segments
+//! (`load_wrapping`), and takes the ring's tail of its last WQEBB before
+//! the copy (`Out::keep_tail`). Either way its close writes one shadow
 //! entry, for its first WQEBB (`tx_shadow`).
+//!
+//! No path writes padding (as DPDK, `mlx5_tx_dseg_empw`, and libmlx5
+//! do not): the bytes of an inline segment past its byte count, up to its
+//! last 16-byte unit, and those past a session's DS count in its last
+//! WQEBB keep what the ring held (the device reads DS × 16 bytes of a
+//! WQE and an inline segment's byte count of data;
+//! `tests::padding_is_left_as_it_was`).
 //!
 //! With no session open and a run of alike common packets of one kind
 //! (inline frames of 64 bytes, [`Inline64`], the common small packet; or,
@@ -30,7 +40,7 @@
 //! [`fill64`], [`fill_ptr_run`]; the shape tests, the descriptor, the id
 //! into a contiguous run of the id ring) and closes it for the reason
 //! `push` gives when it is full and the next packet is alike: control
-//! segment and padding in place, one shadow entry (`finish_in_place`). A
+//! segment in place, one shadow entry (`finish_in_place`). A
 //! session with the whole room (the free WQEBBs give it the configured
 //! DS: the common case) takes its packet count, window and close reason
 //! from the queue ([`FreshRuns`], computed at construction) and has a
@@ -60,8 +70,11 @@
 //! ([`Tally`]) kept in registers and written back once, a session with
 //! the whole room is built in a fixed-size window (no bounds to test)
 //! and closed with the counters in hand: in place before the ring end;
-//! across it, the same code builds it in the staging area, copied into
-//! the ring in two runs of 32-byte moves at close (`copy_wrapping`); and
+//! across it, its descriptors are written into the ring's two parts
+//! (`fill_crossing`: the counted loop in each, the descriptor that
+//! straddles the end split in 16-byte units) and its title and control
+//! segment built in the staging area, the control segment copied into the
+//! ring at close (nothing else is copied); and
 //! the CQE decision is specialised at compile time for the policy
 //! that requests one per WQE (`ALWAYS`: no counter to test). Any other
 //! session (not the whole room) takes `fresh`'s session code out of line
@@ -131,6 +144,17 @@
 //! Pointers (`tx/empw_ptr64_burst32`, one session of 32 per burst, the
 //! loop inlined too): 40.9; as `TxFrame`s 32.1.
 //!
+//! Without padding written (the pad store of each 64-byte frame, and the
+//! zeroes after a session's DS count, gone) and with the crossing session
+//! written into the ring in two parts (`fill_crossing`, about 280
+//! instructions per crossing session with its frames; staged and copied,
+//! once the staging area had to start as a copy of the ring, about 370):
+//! frames 31.0 per packet (the pair loop 12.5 per frame; the crossing
+//! session's loop two a turn 31.6), `tx_burst` 44.8 (its crossing
+//! session inlined; out of line 47.3), pointers as `TxFrame`s 31.6,
+//! pointers as packets 41.3 (41.6 before their id slice went through
+//! `black_box`: the register allocation of their loop).
+//!
 //! # One WQE per packet
 //!
 //! [`TxBatch::single_run`] builds the SEND WQE of a plain frame (inline L2
@@ -141,8 +165,8 @@
 //!
 //! # Same bytes
 //!
-//! Within each descriptor, the bytes are `push`'s: header, frame, zero
-//! padding, and nothing is written past a descriptor (the session may be
+//! Within each descriptor, the bytes are `push`'s: header and frame (no
+//! padding), and nothing is written past a descriptor (the session may be
 //! in the ring, where the bytes after its last WQEBB are not its own).
 //! `tests::burst_path_matches_push` runs both paths on random bursts
 //! (mixed shapes, lengths, offload values, limits, ring and id-ring wraps,
@@ -724,13 +748,24 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                 mpw_inline: false,
                 direct: false,
             };
+            let title = SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS;
             if let Some(w) = out.sq.ring.window(o.pi, max_bbs(o)) {
-                if let (Some(d), Some(s)) = (
-                    w.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS),
-                    out.stage.0.get(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS),
-                ) {
+                if let (Some(d), Some(s)) = (w.get_mut(title.clone()), out.stage.0.get(title)) {
                     d.copy_from_slice(s);
                     o.direct = true;
+                }
+            } else if MODE != POINTER {
+                // Staged, on a queue that inlines: the staging area starts
+                // as a copy of the session's WQEBBs (`load_wrapping`), the
+                // title kept.
+                let st = &mut out.stage.0;
+                let eth = st
+                    .get(title.clone())
+                    .and_then(|t| <[u8; SEND_WQE_DS]>::try_from(t).ok());
+                let bbs = max_bbs(o) as usize;
+                load_wrapping(&mut out.sq.ring, o.pi, st.get_mut(..bbs * SEND_WQE_BB));
+                if let (Some(d), Some(eth)) = (st.get_mut(title), eth) {
+                    d.copy_from_slice(&eth);
                 }
             }
             sess = Sess::of(o, max_pk, max_inline);
@@ -1126,18 +1161,8 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
             if let Some(c) = w.first_chunk_mut::<SEND_WQE_DS>() {
                 *c = ctrl;
             }
-            // Zeroes from the DS count to the end of the last WQEBB (at most
-            // 3 units: fixed-size stores).
-            let (tail, end) = (ds as usize * SEND_WQE_DS, bbs as usize * SEND_WQE_BB);
-            if let Some(pad) = w.get_mut(tail..end) {
-                if let Ok(u) = <&mut [u8; 3 * SEND_WQE_DS]>::try_from(&mut *pad) {
-                    *u = [0; 3 * SEND_WQE_DS];
-                } else if let Ok(u) = <&mut [u8; 2 * SEND_WQE_DS]>::try_from(&mut *pad) {
-                    *u = [0; 2 * SEND_WQE_DS];
-                } else if let Ok(u) = <&mut [u8; SEND_WQE_DS]>::try_from(pad) {
-                    *u = [0; SEND_WQE_DS];
-                }
-            }
+            // (Nothing past the DS count: the ring keeps its bytes there.)
+            let end = bbs as usize * SEND_WQE_BB;
             let st = &mut self.out.stage.0;
             if P::BLUEFLAME {
                 // The BlueFlame copy is taken from the staging area.
@@ -1191,6 +1216,17 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
                 .window(o.pi, max_bbs(o))
                 .and_then(|w| w.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS))
             else {
+                // Staged: for inline frames, the staging area starts as a
+                // copy of the session's WQEBBs (`load_wrapping`), the title
+                // over it.
+                if TLEN != SEND_WQE_DS {
+                    let bbs = max_bbs(o) as usize;
+                    let st = &mut out.stage.0;
+                    load_wrapping(&mut out.sq.ring, o.pi, st.get_mut(..bbs * SEND_WQE_BB));
+                    if let Some(d) = st.get_mut(SEND_WQE_DS..mpw::TITLE_DS * SEND_WQE_DS) {
+                        d.copy_from_slice(&title);
+                    }
+                }
                 return (k, false);
             };
             d.copy_from_slice(&title);
@@ -1361,7 +1397,7 @@ fn fill<const MODE: u8>(
         match p.buf {
             PacketBuf::Frame(f) if MODE == SMALL => {
                 // 32..=64 bytes, inline: header, two overlapping 32-byte
-                // moves, the padding by a zero store after the frame.
+                // moves (the padding after the frame is not written).
                 let len = f.data.len();
                 if len.wrapping_sub(32) > 32 || inl < len as u32 {
                     break;
@@ -1378,11 +1414,8 @@ fn fill<const MODE: u8>(
                 ) else {
                     break;
                 };
-                // Nothing past the descriptor: the session may be in the
+                // Nothing past the frame: the session may be in the
                 // ring, where its last WQEBB ends the reservation.
-                if let Some(d) = w.get_mut(tlen - SEND_WQE_DS..tlen) {
-                    d.fill(0);
-                }
                 if let Some(d) = w.get_mut(..4) {
                     d.copy_from_slice(&inline_header(len as u32));
                 }
@@ -1599,10 +1632,7 @@ fn fill_same_as<const TLEN: usize, const LEN: usize>(
         ) else {
             break;
         };
-        // The padding unit first, then header and frame over it.
-        if let Some(z) = d.last_chunk_mut::<SEND_WQE_DS>() {
-            *z = [0; SEND_WQE_DS];
-        }
+        // Header and frame (the padding after it is not written).
         if let Some(h) = d.first_chunk_mut::<4>() {
             *h = hdr;
         }
@@ -1660,9 +1690,7 @@ fn fill_one(
     let w = st.get_mut(s.at..s.at + tlen).ok_or(Exit::Other)?;
     match inline {
         Some(data) => {
-            if let Some(d) = w.get_mut(tlen - SEND_WQE_DS..) {
-                d.fill(0);
-            }
+            // Header and frame (the padding after it is not written).
             if let Some(d) = w.get_mut(..4) {
                 d.copy_from_slice(&inline_header(len as u32));
             }
@@ -1810,7 +1838,25 @@ fn fresh_session<
         }
         // (`RING`: not reached, the caller found the window.)
         None if RING => return false,
-        None => (&mut out.stage.0[..], false),
+        None => {
+            // Staged: for inline frames, the staging area starts as a copy
+            // of the session's WQEBBs (the bytes it does not write go back
+            // unchanged at close), the title over it again; pointers
+            // leave only the last WQEBB's tail unwritten (`Out::finish`
+            // keeps it).
+            let st = &mut out.stage.0;
+            if D::INLINE != 0 {
+                load_wrapping(
+                    &mut out.sq.ring,
+                    pi,
+                    st.get_mut(..room.win as usize * SEND_WQE_BB),
+                );
+                if let Some(t) = st.get_mut(title) {
+                    t.copy_from_slice(&run.eth);
+                }
+            }
+            (&mut st[..], false)
+        }
     };
     // The room after the title, the packets the session takes, their
     // slots (`session_slices`).
@@ -2178,6 +2224,16 @@ fn fill_ptr_run<T: FreshPkt, const FRAME: bool>(
     key: (u64, u16),
 ) -> usize {
     let mut k = 0;
+    // (Packets: the id ring's slice through `black_box`, as `keyed` does
+    // the offload words: a value defined just before the loop, kept in a
+    // register there; measured: 41.3 instructions per packet in
+    // `tx/empw_ptr64_burst32` instead of 41.6. Frames: not, 31.6 instead
+    // of 31.9 in `tx/empw_ptr64_frames32`.)
+    let ids = if T::KEYED {
+        core::hint::black_box(ids)
+    } else {
+        ids
+    };
     for ((d, p), id) in region
         .chunks_exact_mut(SEND_WQE_DS)
         .zip(pkts)
@@ -2201,12 +2257,12 @@ fn fill_ptr_run<T: FreshPkt, const FRAME: bool>(
     k
 }
 
-/// The counted loop of [`TxBatch::fresh`] for [`Inline64`]: writes the leading packets
-/// of `pkts` that are common 64-byte inline frames with offload values
-/// `key` into `region` as 80-byte descriptors (header, frame, zero
-/// padding), their ids into `ids`; returns how many. `region` holds at
-/// least as many descriptors as the session takes (`pkts` bounds the
-/// loop).
+/// The counted loop of [`TxBatch::fresh`] for [`Inline64`]: writes the
+/// leading packets of `pkts` that are common 64-byte inline frames with
+/// offload values `key` into `region` as 80-byte descriptors (header and
+/// frame; the 12 bytes of padding after it not written), their ids into
+/// `ids`; returns how many. `region` holds at least as many descriptors
+/// as the session takes (`pkts` bounds the loop).
 #[inline(always)]
 pub(super) fn fill64<T: FreshPkt>(
     region: &mut [u8],
@@ -2223,10 +2279,7 @@ pub(super) fn fill64<T: FreshPkt>(
         let (Ok(d), Some(frame)) = (<&mut [u8; 80]>::try_from(d), p.frame64()) else {
             break;
         };
-        // The padding unit first, then header and frame over it.
-        if let Some(z) = d.last_chunk_mut::<SEND_WQE_DS>() {
-            *z = [0; SEND_WQE_DS];
-        }
+        // Header and frame (the padding after it is not written).
         if let Some(h) = d.first_chunk_mut::<4>() {
             *h = hdr;
         }
@@ -2319,10 +2372,12 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
     /// DS: the queue's sessions have the largest window, [`WIN64`], the
     /// default) is opened, filled and closed here, its window a
     /// fixed-size array (no bounds to test): in the ring if the window
-    /// lies before the ring end (the common case), else in the staging
-    /// area, copied into the ring at close (`copy_wrapping`, the bytes
-    /// `Out::finish` would write); any other one (not the whole room)
-    /// takes `fresh`'s session code, out of line (`inline64_step`; with
+    /// lies before the ring end (the common case), else its descriptors
+    /// in the ring's two parts ([`fill_crossing`]) and its title and
+    /// control segment in the staging area, the control segment copied
+    /// into the ring at close (a crossing session left open moves into the
+    /// staging area whole, `load_wrapping`); any other one (not the whole
+    /// room) takes `fresh`'s session code, out of line (`inline64_step`; with
     /// AVX2 if `avx2`). `ALWAYS`: the
     /// queue requests a CQE for every WQE ([`CqePolicy::EverySessions`]
     /// of 1, the default), so that the close tests no counter. Returns
@@ -2382,12 +2437,42 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
         while k < n {
             let whole = full_at.wrapping_sub(pi) >= need;
             // The session's window: in the ring (the staging area then
-            // gets the doorbell's copy, `st`), or, across the ring end, the
-            // staging area itself (copied into the ring at close, wrapping,
-            // as `Out::finish` does).
+            // gets the doorbell's copy, `st`); or, across the ring end, its
+            // descriptors written into the ring's two parts here
+            // (`fill_crossing`: `crossed`, the packets taken) and its
+            // title and control segment built in the staging area (`w`),
+            // the control segment copied into the ring at close.
+            let mut crossed = None;
             let (w, st) = match self.sq.ring.window(pi, (WIN64 / SEND_WQE_BB) as u32) {
                 Some(w) if whole => (w, Some(&mut self.stage)),
-                None if whole => (&mut self.stage.0[..], None),
+                None if whole => {
+                    if let (Some(rest), Some(rest_ids)) = (pkts.get(k..), ids.get_mut(k..)) {
+                        let m = rest.len().min(cap);
+                        if let (Some(rest), Some(rest_ids)) = (rest.get(..m), rest_ids.get_mut(..m))
+                        {
+                            let ring = &mut self.sq.ring;
+                            crossed = Some(match avx2 {
+                                // Packets: inlined (measured: 44.8
+                                // instructions per packet in
+                                // `tx/empw_inline64_burst32` instead of
+                                // 47.3 out of line).
+                                _ if T::KEYED => {
+                                    fill_crossing_as::<T, F>(ring, pi, rest, rest_ids, key, eth)
+                                }
+                                #[cfg(all(
+                                    target_arch = "x86_64",
+                                    target_feature = "sse2",
+                                    not(loom)
+                                ))]
+                                Some(a) => super::burst_avx2::crossing64::<T>(
+                                    a, ring, pi, rest, rest_ids, key, eth,
+                                ),
+                                _ => fill_crossing::<T, F>(ring, pi, rest, rest_ids, key, eth),
+                            });
+                        }
+                    }
+                    (&mut self.stage.0[..], None)
+                }
                 _ => {
                     // Not the whole room of 63 DS: `fresh`'s session, out
                     // of line, on a copy of the
@@ -2451,7 +2536,9 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
             // with the offload words in registers (`keyed`; two a turn
             // measured 50.9 instructions per packet instead of 49.0 in
             // `tx/empw_inline64_burst32`).
-            let j = if T::KEYED {
+            let j = if let Some(j) = crossed {
+                j
+            } else if T::KEYED {
                 fill64(region, rest, rest_ids, keyed::<T>(key))
             } else {
                 fill64_pairs(region, rest, rest_ids, key)
@@ -2488,6 +2575,12 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                 {
                     d.copy_from_slice(&eth);
                 }
+                if crossed.is_some() {
+                    // Across the ring end: the staging area takes the
+                    // session, where the general path appends (the ring's
+                    // bytes where it wrote none, `load_wrapping`).
+                    load_wrapping(&mut self.sq.ring, pi, self.stage.0.get_mut(..WIN64));
+                }
                 break;
             }
             // `finish_in_place`, the counters in hand.
@@ -2508,17 +2601,8 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
             if let Some(c) = head.first_chunk_mut::<SEND_WQE_DS>() {
                 *c = ctrl;
             }
-            // Zeroes from the DS count to the end of the last WQEBB: 4 -
-            // `ds % 4` units (none for 0), one fixed-size store.
+            // (Nothing past the DS count: the ring keeps its bytes there.)
             let end = bbs as usize * SEND_WQE_BB;
-            if let Some(pad) = w.get_mut(ds as usize * SEND_WQE_DS..) {
-                match ds % 4 {
-                    1 => zero_first::<{ 3 * SEND_WQE_DS }>(pad),
-                    2 => zero_first::<{ 2 * SEND_WQE_DS }>(pad),
-                    3 => zero_first::<SEND_WQE_DS>(pad),
-                    _ => {}
-                }
-            }
             match st {
                 // The BlueFlame copy is taken from the staging area.
                 Some(st) if P::BLUEFLAME => {
@@ -2531,9 +2615,23 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                         *c = ctrl;
                     }
                 }
-                // Staged (the staging area holds the whole WQE): into the
-                // ring at its first WQEBB, wrapping at the ring end.
-                None => copy_wrapping(&mut self.sq.ring, pi, self.stage.0.get(..end)),
+                // Across the ring end (its descriptors and title in the
+                // ring, `fill_crossing`): the control segment into the
+                // ring (the staging area has it for the doorbell); for
+                // BlueFlame, the whole WQE into the staging area.
+                None => {
+                    if let Some(c) = self
+                        .sq
+                        .ring
+                        .window(pi, 1)
+                        .and_then(|w| w.first_chunk_mut::<SEND_WQE_DS>())
+                    {
+                        *c = ctrl;
+                    }
+                    if P::BLUEFLAME {
+                        load_wrapping(&mut self.sq.ring, pi, self.stage.0.get_mut(..end));
+                    }
+                }
             }
             let head_now = head0.wrapping_add(k as u32);
             if let Some(e) = self.sq.shadow.get_mut((pi & self.sq.mask) as usize) {
@@ -2819,58 +2917,149 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     }
 }
 
-/// Copies the WQEBBs `src` (a staged WQE) into `ring` from the
-/// free-running counter `pi` on, wrapping at the ring end (as
-/// [`WqebbRing::write_run`]): two runs of block moves, no `memcpy` call
-/// (each block as two 32-byte halves, so that the loops stay moves).
-/// Nothing if `src` is `None`.
+/// The descriptors of a [`TxQueue::inline64_run`] session that crosses
+/// the ring end (its window from the free-running counter `pi` on, of
+/// [`WIN64`] bytes, wraps), written straight into the ring: the leading
+/// packets of `pkts` (at most the session's packets) that its counted
+/// loop `F` takes, their ids into `ids`, and the title `eth`; returns how
+/// many. The descriptors wholly before the ring end and those wholly
+/// after it take the counted loop in each part; the one that straddles
+/// the end (when there is one: 16, 32, 48 or 64 of its bytes before it)
+/// is built in a scratch descriptor and its written bytes (header and
+/// frame, 68) copied into both parts. Nothing else is written: no
+/// padding, nothing past the last descriptor. Out of line (it runs once
+/// per ring pass); with AVX2 in `burst_avx2::crossing64`.
+#[inline(never)]
+fn fill_crossing<T: FreshPkt, F: FillRun>(
+    ring: &mut WqebbRing<'_>,
+    pi: u32,
+    pkts: &[T],
+    ids: &mut [u64],
+    key: (u64, u16),
+    eth: [u8; SEND_WQE_DS],
+) -> usize {
+    fill_crossing_as::<T, F>(ring, pi, pkts, ids, key, eth)
+}
+
+/// The body of [`fill_crossing`] (inlined into `burst_avx2::crossing64`).
 #[inline(always)]
-fn copy_wrapping(ring: &mut WqebbRing<'_>, pi: u32, src: Option<&[u8]>) {
-    let Some(src) = src else { return };
-    let bbs = (src.len() / SEND_WQE_BB) as u32;
-    let before = (ring.blocks() - (pi & ring.mask())).min(bbs);
-    // (`before <= bbs`, and `bbs` WQEBBs fit in `src`: the split cannot
-    // panic, and the compiled code has no panic path here.)
-    let (a, b) = src.split_at(before as usize * SEND_WQE_BB);
-    if let Some(d) = ring.window(pi, before) {
-        copy_blocks(d, a);
+pub(super) fn fill_crossing_as<T: FreshPkt, F: FillRun>(
+    ring: &mut WqebbRing<'_>,
+    pi: u32,
+    pkts: &[T],
+    ids: &mut [u64],
+    key: (u64, u16),
+    eth: [u8; SEND_WQE_DS],
+) -> usize {
+    const TLEN: usize = Inline64::TLEN;
+    const TITLE: usize = mpw::TITLE_DS * SEND_WQE_DS;
+    let Some((w1, w2)) = ring.window_wrapping(pi, (WIN64 / SEND_WQE_BB) as u32) else {
+        return 0;
+    };
+    let b = w1.len();
+    if let Some(t) = w1.get_mut(SEND_WQE_DS..TITLE) {
+        t.copy_from_slice(&eth);
     }
-    if let Some(d) = ring.window(pi.wrapping_add(before), bbs - before) {
-        copy_blocks(d, b);
+    // Descriptors wholly before the end (the counted loop stops at the
+    // end of the first part), and the bytes of the next one before it (0:
+    // it starts at the end).
+    let split = (b - TITLE) % TLEN;
+    let n1 = (b - TITLE) / TLEN;
+    let mut k = match w1.get_mut(TITLE..) {
+        Some(r1) => F::fill(r1, pkts, ids, key),
+        None => return 0,
+    };
+    if k < n1 || k == pkts.len() {
+        return k;
+    }
+    // Where the descriptors after the end start in the second part.
+    let mut at2 = 0;
+    if split != 0 {
+        // The straddling descriptor: header and frame built in a scratch
+        // descriptor (the test of `fill64`), its first four 16-byte units
+        // and the frame's last 4 bytes (the descriptor's bytes 64..68)
+        // each copied into the part it falls in (`split` bytes of it
+        // before the end: a multiple of 16).
+        let (Some(p), Some(id)) = (pkts.get(k), ids.get_mut(k)) else {
+            return k;
+        };
+        let Some(f) = p.frame64().filter(|_| p.common(key)) else {
+            return k;
+        };
+        let mut d = [0u8; 4 * SEND_WQE_DS + 4];
+        let (h, x) = d.split_at_mut(4);
+        h.copy_from_slice(&inline_header(64));
+        x.copy_from_slice(f);
+        *id = p.id();
+        for (u, c) in d.chunks_exact(SEND_WQE_DS).enumerate() {
+            let at = u * SEND_WQE_DS;
+            let dst = match at.checked_sub(split) {
+                None => w1.get_mut(b - split + at..b - split + at + SEND_WQE_DS),
+                Some(a) => w2.get_mut(a..a + SEND_WQE_DS),
+            };
+            if let Some(dst) = dst {
+                dst.copy_from_slice(c);
+            }
+        }
+        let a = 4 * SEND_WQE_DS - split;
+        if let (Some(dst), Some(c)) = (w2.get_mut(a..a + 4), d.last_chunk::<4>()) {
+            dst.copy_from_slice(c);
+        }
+        k += 1;
+        at2 = TLEN - split;
+    }
+    if let (Some(r2), Some(p), Some(i)) = (w2.get_mut(at2..), pkts.get(k..), ids.get_mut(k..)) {
+        k += F::fill(r2, p, i, key);
+    }
+    k
+}
+
+/// Copies the WQEBBs of `ring` from the free-running counter `pi` on,
+/// wrapping at the ring end, into `dst` (whole WQEBBs: the staging area
+/// of a session that is not built in the ring, which then holds the
+/// ring's bytes wherever the session writes none, its padding and the
+/// tail of its last WQEBB, and gives them back unchanged at close,
+/// `Out::finish`; or the BlueFlame copy of a WQE built in the ring).
+/// Nothing if `dst` is `None` or longer than the ring.
+#[inline(always)]
+pub(super) fn load_wrapping(ring: &mut WqebbRing<'_>, pi: u32, dst: Option<&mut [u8]>) {
+    let Some(dst) = dst else { return };
+    let bbs = (dst.len() / SEND_WQE_BB) as u32;
+    if bbs > ring.blocks() {
+        return;
+    }
+    let before = (ring.blocks() - (pi & ring.mask())).min(bbs);
+    let (a, b) = dst.split_at_mut(before as usize * SEND_WQE_BB);
+    if let Some(s) = ring.window(pi, before) {
+        copy_blocks(a, s);
+    }
+    if let Some(s) = ring.window(pi.wrapping_add(before), bbs - before) {
+        copy_blocks(b, s);
     }
 }
 
-/// Copies `src` into `dst`, whole 64-byte blocks, as 32-byte moves.
+/// Copies `src` into `dst`, whole 64-byte blocks, as fixed-size moves.
 #[inline(always)]
 fn copy_blocks(dst: &mut [u8], src: &[u8]) {
     for (d, s) in dst
         .chunks_exact_mut(SEND_WQE_BB)
         .zip(src.chunks_exact(SEND_WQE_BB))
     {
-        // (Chunks of exactly one WQEBB: the splits cannot panic.)
-        let (d0, d1) = d.split_at_mut(SEND_WQE_BB / 2);
-        let (s0, s1) = s.split_at(SEND_WQE_BB / 2);
-        d0.copy_from_slice(s0);
-        d1.copy_from_slice(s1);
+        // (Chunks of exactly one WQEBB: the conversions cannot fail.)
+        if let (Ok(d), Ok(s)) = (
+            <&mut [u8; SEND_WQE_BB]>::try_from(d),
+            <&[u8; SEND_WQE_BB]>::try_from(s),
+        ) {
+            *d = *s;
+        }
     }
 }
 
-/// Zeroes the first `N` bytes of `buf` (one fixed-size store; nothing if
-/// it is shorter).
-#[inline(always)]
-fn zero_first<const N: usize>(buf: &mut [u8]) {
-    if let Some(u) = buf.first_chunk_mut::<N>() {
-        *u = [0; N];
-    }
-}
-
-/// One descriptor of [`fill64`] into `d`: the padding unit first, then
-/// header `hdr` and `frame` over it; `id` into its id slot `slot`.
+/// One descriptor of [`fill64`] into `d`: header `hdr` and `frame` (the
+/// 12 bytes of padding after it not written); `id` into its id slot
+/// `slot`.
 #[inline(always)]
 fn put64(d: &mut [u8; 80], hdr: [u8; 4], frame: &[u8; 64], slot: &mut u64, id: u64) {
-    if let Some(z) = d.last_chunk_mut::<SEND_WQE_DS>() {
-        *z = [0; SEND_WQE_DS];
-    }
     if let Some(h) = d.first_chunk_mut::<4>() {
         *h = hdr;
     }

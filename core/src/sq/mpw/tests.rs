@@ -1676,3 +1676,179 @@ fn fresh_run_across_the_id_ring_end() {
     assert_eq!(a.retire(8, |id| got.push(id)), Ok(8));
     assert_eq!(got, (100..108).collect::<Vec<_>>());
 }
+
+/// The bytes of the session at `pi` in `ring` that are padding: those of
+/// an inline segment after its byte count up to the segment's last
+/// 16-byte unit, and those from the DS count to the end of the last
+/// WQEBB: a flag per byte of the WQE's WQEBBs (none set for a WQE that
+/// is no session: a SEND or TSO WQE of one packet).
+fn session_padding(ring: &[u8], pi: u32) -> Vec<bool> {
+    let n = ring.len();
+    let at = |i: usize| ring[((pi as usize) * 64 + i) % n];
+    let (opcode, opmod) = (at(3), at(0));
+    let empw = opcode == (ctrl_bits::EMPW & 0xff) as u8;
+    let legacy = opcode == (ctrl_bits::MPW & 0xff) as u8 && opmod == (ctrl_bits::MPW >> 24) as u8;
+    let ds = (at(7) & 0x3f) as usize;
+    let bbs = ds.div_ceil(4);
+    let mut pad = vec![false; bbs * SEND_WQE_BB];
+    if !(empw || legacy) {
+        return pad;
+    }
+    let mut pos = mpw::TITLE_DS * SEND_WQE_DS;
+    while pos < ds * SEND_WQE_DS {
+        let bc = u32::from_be_bytes([at(pos), at(pos + 1), at(pos + 2), at(pos + 3)]);
+        if bc & 0x8000_0000 != 0 {
+            let len = (bc & 0x7fff_ffff) as usize;
+            let end = pos + (4 + len).div_ceil(SEND_WQE_DS) * SEND_WQE_DS;
+            pad[pos + 4 + len..end].fill(true);
+            pos = end;
+        } else {
+            pos += SEND_WQE_DS;
+        }
+    }
+    pad[ds * SEND_WQE_DS..].fill(true);
+    pad
+}
+
+/// No path writes padding (DPDK's rule, `mlx5_tx_dseg_empw`): the bytes
+/// of an inline segment past its frame and those past a session's DS
+/// count in its last WQEBB keep what the ring held before the burst,
+/// whether the session was built in the ring or in the staging area
+/// (across the ring end, or by `push`); every other byte of a WQE's
+/// WQEBBs is written. Two queues over rings filled with different bytes
+/// run the same bursts (`tx_burst`, `tx_frames`, or `push` packet by
+/// packet; with the AVX2 proof where the CPU has AVX2): after each
+/// burst, the bytes of its WQEs are equal in both rings but for the
+/// padding, which is each ring's own from before the burst; nothing
+/// else changed. A single-packet WQE keeps its own format: every byte
+/// of its WQEBBs written (zeroes after its DS count).
+#[test]
+fn padding_is_left_as_it_was() {
+    let cases = if cfg!(miri) { 1 } else { 200 };
+    for case in 0..cases {
+        padding_case::<Empw>(case);
+        padding_case::<LegacyMpw>(case);
+    }
+}
+
+/// The AVX2 proof if the CPU has AVX2 (else none).
+fn avx2_if_any() -> Avx2Opt {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if std::is_x86_feature_detected!("avx2") {
+        return avx2_proof();
+    }
+    None
+}
+
+/// [`padding_is_left_as_it_was`]'s case `case` in mode `M`.
+fn padding_case<M: TxMode>(case: u64) {
+    let more = [Sge::new(LKEY, 0x9000, 30)];
+    let mut rng = Rng(0x7f4a_7c15_9e37_79b9 ^ (case + 1).wrapping_mul(0x1000_0000_01b3));
+    let mut setup = Setup::random(&mut rng);
+    if rng.below(2) == 0 {
+        // The default limits: the sessions of the largest window (the
+        // 64-byte frames' own functions with the AVX2 proof).
+        setup.cfg = TxConfig {
+            cqe: setup.cfg.cqe,
+            ..TxConfig::new()
+        };
+    }
+    let avx2 = if rng.below(2) == 0 {
+        avx2_if_any()
+    } else {
+        None
+    };
+    let (mem_a, mut lent_a) = setup.mem::<DoorbellOnly>();
+    let (mem_b, mut lent_b) = setup.mem::<DoorbellOnly>();
+    let fill = |mem: &Mem, byte: u8| {
+        // SAFETY: the ring of `mem`, `wqe_cnt` WQEBBs, no queue yet.
+        #[expect(unsafe_code, reason = "the test's ring memory, before any queue")]
+        unsafe {
+            core::ptr::write_bytes(mem.ring.cast::<u8>(), byte, mem.wqe_cnt * 64)
+        };
+    };
+    fill(&mem_b, 0x5a);
+    let mut a = setup.txq::<DoorbellOnly, M>(&mem_a, &mut lent_a, avx2);
+    let mut b = setup.txq::<DoorbellOnly, M>(&mem_b, &mut lent_b, avx2);
+    let offload = rng.pick(&[TxOffload::NONE, TxOffload::NONE.with_csum()]);
+    let (mut before_a, mut before_b) = (mem_a.ring(), mem_b.ring());
+    for burst in 0..if cfg!(miri) { 6 } else { 12u64 } {
+        let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
+        let uniform = rng.below(2) == 0;
+        let same_len = rng.pick(&[32usize, 44, 45, 60, 61, 64, 64, 64, 100]);
+        let data: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let len = if uniform {
+                    same_len
+                } else {
+                    random_len(&mut rng)
+                };
+                frame(len, (burst * 43 + i as u64) as u8)
+            })
+            .collect();
+        let frames: Vec<TxFrame<'_>> = data
+            .iter()
+            .enumerate()
+            .map(|(i, d)| TxFrame::new(burst * 1000 + i as u64, LKEY, d))
+            .collect();
+        let pkts = if uniform {
+            uniform_burst(&mut rng, &data, &more, burst * 1000)
+        } else {
+            random_burst(&mut rng, &data, &more, burst * 1000)
+        };
+        let pi0 = a.send_queue().producer();
+        let how = rng.below(3);
+        for q in [&mut a, &mut b] {
+            match how {
+                0 => {
+                    q.tx_burst(&pkts);
+                }
+                1 => {
+                    q.tx_frames(&offload, &frames);
+                }
+                _ => {
+                    let mut bt = q.start();
+                    let _ = pkts.iter().take_while(|p| bt.push(p).is_ok()).count();
+                    bt.complete();
+                }
+            }
+        }
+        let what = format!(
+            "case {case} burst {burst} how {how}: {}",
+            setup.describe::<M>()
+        );
+        let (ra, rb) = (mem_a.ring(), mem_b.ring());
+        // The bytes of the burst's WQEs: written alike, or padding kept.
+        let len = ra.len();
+        let mut touched = vec![false; len];
+        let mut pi = pi0;
+        while pi != a.send_queue().producer() {
+            let pad = session_padding(&ra, pi);
+            let bbs = pad.len() / SEND_WQE_BB;
+            assert!(bbs > 0, "{what}: a WQE at {pi}");
+            for (i, &is_pad) in pad.iter().enumerate() {
+                let at = (pi as usize * 64 + i) % len;
+                touched[at] = true;
+                if is_pad {
+                    assert_eq!(
+                        (ra[at], rb[at]),
+                        (before_a[at], before_b[at]),
+                        "{what}: padding byte {i} of the WQE at {pi}"
+                    );
+                } else {
+                    assert_eq!(ra[at], rb[at], "{what}: byte {i} of the WQE at {pi}");
+                }
+            }
+            pi = pi.wrapping_add(bbs as u32);
+        }
+        for at in (0..len).filter(|&at| !touched[at]) {
+            assert_eq!(
+                (ra[at], rb[at]),
+                (before_a[at], before_b[at]),
+                "{what}: ring byte {at}, no WQE's"
+            );
+        }
+        (before_a, before_b) = (ra, rb);
+        retire_both(&mut rng, &mut a, &mut b, &what);
+    }
+}
