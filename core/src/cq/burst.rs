@@ -50,8 +50,10 @@
 //! array (two to eight minis, a stream of short sessions) go through a
 //! loop of their own (`Cq::short_sessions`: the plan looked up once by
 //! the title's opcode, a pointer walk up to the ring's end, each next
-//! title taken if its ownership byte equals the first's, no session
-//! stored, no title copied into `cur`); a title of more arrays goes out
+//! title taken if its ownership byte equals the first's, then only its
+//! count and counter read, the rest of it only if the loop leaves it to
+//! the general steps; no session stored, no title copied into `cur`); a
+//! title of more arrays goes out
 //! of line to `Cq::long_titles`: the sessions from it in a loop of their
 //! own (`Cq::long_sessions`: the plan looked up once, a pointer walk up
 //! to the ring's end, each session's first array, whole arrays in one run
@@ -385,7 +387,7 @@ impl Cq {
             let (k, r) = if M == NO_ZIP || M == ENHANCED {
                 self.burst_loop::<M, S, W, D>(ring, d, wqs, rest)
             } else {
-                d.burst_loop::<M, S, W>(self, ring, wqs, rest)
+                d.burst_loop::<M, S, W>(self, wqs, rest)
             };
             n += k;
             result = r;
@@ -430,11 +432,18 @@ impl Cq {
             (n, result, long) = self.basic_start::<S, W, D>(ring, d, out);
             if let Some(t) = long {
                 rare();
-                (n, result) = d.long_titles::<S, W>(self, ring, t.op_own, t.copy, out);
+                (n, result) = d.long_titles::<S, W>(self, t.op_own, t.copy, out);
+            } else if n == out.len() {
+                // `out` full (the usual call in a stream of short
+                // sessions): published at once. (`result` is `Ok`: the
+                // title steps stop with an error only when opening a
+                // session, with room left in `out`.)
+                self.update_ci();
+                return Ok(n);
             }
         }
         if n < out.len() && result.is_ok() {
-            let (k, r) = d.burst_loop::<BASIC, S, W>(self, ring, wqs, &mut out[n..]);
+            let (k, r) = d.burst_loop::<BASIC, S, W>(self, wqs, &mut out[n..]);
             n += k;
             result = r;
         }
@@ -520,6 +529,25 @@ impl Cq {
             self.session = None;
         }
         (k * A) as usize
+    }
+
+    /// [`Self::burst_loop`] on the ring of slot size `S`, for the writers'
+    /// out-of-line calls ([`SummaryWriter::burst_loop`]): the ring is
+    /// looked up here rather than passed (as an argument it would be
+    /// copied to the stack, and every use of it in the caller read from
+    /// there).
+    #[inline(always)]
+    pub(super) fn burst_loop_out<const M: u8, const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> (usize, Result<(), PollError>) {
+        // (`poll_burst` picked `S` from the ring: never `None`.)
+        let Some(ring) = self.ring.sized::<S>() else {
+            return (0, Ok(()));
+        };
+        self.burst_loop::<M, S, W, D>(ring, d, wqs, out)
     }
 
     /// Fills `out`; returns the count and why it stopped early, if it did
@@ -713,12 +741,15 @@ impl Cq {
     #[inline(always)]
     pub(super) fn long_titles<const S: usize, W: WorkQueues, D: SummaryWriter>(
         &mut self,
-        ring: SizedRing<S>,
         d: D,
         b0: u8,
         title: CqeCopy,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
+        // (`poll_burst` picked `S` from the ring: never `None`.)
+        let Some(ring) = self.ring.sized::<S>() else {
+            return (0, Ok(()));
+        };
         let (n, left) = self.long_sessions::<S, D>(ring, d, b0, title, out);
         let Some(copy) = left else {
             return (n, Ok(()));
@@ -818,10 +849,15 @@ impl Cq {
     /// `plans`). Each written whole as [`Self::session_arrays`] does, with
     /// no session stored: its title is not copied into `cur` (nothing
     /// reads it once the session is done; `batch_has_title` is cleared as
-    /// when it opens). Returns the count and, if the title at the new
-    /// `self.ci` was copied but is not such a session (more minis, a
-    /// malformed count, no plan, its entries wrap the ring, less room),
-    /// its copy for the general steps.
+    /// when it opens). Of each next title only `byte_cnt` and
+    /// `wqe_counter` are read after the barrier
+    /// ([`super::mem::SessionWalk::next_title_fields`]: two loads where the
+    /// whole copy is four vector loads and two extracts). Returns the count
+    /// and, if the title at the new `self.ci` was read but is not such a
+    /// session (more minis, a malformed count, no plan, its entries wrap
+    /// the ring, less room), its whole copy for the general steps (the
+    /// bytes not read yet read then,
+    /// [`super::mem::SessionWalk::title_rest`]).
     #[inline(always)]
     fn short_sessions<const S: usize, D: SummaryWriter>(
         &mut self,
@@ -839,35 +875,40 @@ impl Cq {
         // Up to the ring's end (one pass: `b0` means owned): a pointer
         // walk, no index masking.
         let mut walk = ring.sessions(self.ci);
-        let mut copy = first;
+        let title = first.to_cqe();
+        let (mut count, mut start) = (title.byte_cnt.get(), title.wqe_counter.get());
         let mut running = self.running;
         let mut n = 0;
         let Some(mut dst) = out.first_chunk_mut::<A>() else {
             return (0, Some(first));
         };
         let left = loop {
-            let title = copy.to_cqe();
             // The array at slot offset 1 (its slot and the holes up to the
             // next title invalidated: as the first array of
             // `session_arrays`), if one array and before the ring's end.
-            let count = title.byte_cnt.get();
             let Some(array) = walk.take(count) else {
-                break Some(copy);
+                // (After the first title, only its two fields were read:
+                // the rest now. Never `None` there: the walk is on it.)
+                break if n == 0 {
+                    Some(first)
+                } else {
+                    walk.title_rest(b0, count, start)
+                };
             };
-            let start = title.wqe_counter.get();
             d.write(&p, array, start, dst);
             running = plan.end_running(start, count);
             n += count as usize;
             // The next title, if `out` has room for eight more: its
             // ownership byte once (`b0` in this pass is an owned title of
-            // the same opcode: the same plan), the barrier, one copy.
+            // the same opcode: the same plan), the barrier, its count and
+            // first counter.
             let Some(next) = out.get_mut(n..).and_then(|o| o.first_chunk_mut::<A>()) else {
                 break None;
             };
-            let Some(c) = walk.next_title(b0) else {
+            let Some(t) = walk.next_title_fields(b0) else {
                 break None;
             };
-            (dst, copy) = (next, c);
+            (dst, (count, start)) = (next, t);
         };
         if n > 0 {
             self.ci = self.ci.wrapping_add(n as u32);

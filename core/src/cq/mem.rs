@@ -425,6 +425,71 @@ impl<const S: usize> SessionWalk<S> {
         Some(unsafe { copy_at(self.at) })
     }
 
+    /// [`Self::next_title`] for a caller that needs only the title's
+    /// minis count and first counter: if the entry at the position has
+    /// `op_own` byte `b0` (read once, volatile), the from-device barrier,
+    /// then its `byte_cnt` and `wqe_counter` copied once (two loads),
+    /// returned in host order. The rest of the title is read only if the
+    /// caller needs it after all ([`Self::title_rest`]). `None` at the
+    /// ring's end or for another byte, nothing else read.
+    #[inline(always)]
+    pub(crate) fn next_title_fields(&self, b0: u8) -> Option<(u32, u16)> {
+        if self.left == 0 {
+            return None;
+        }
+        // SAFETY: as in `next_title`.
+        if unsafe { self.at.add(OP_OWN).read_volatile() } != b0 {
+            return None;
+        }
+        // The fields read the body the ownership byte just published: not
+        // before it (PRM-FACTS §9.2).
+        crate::barrier::from_device();
+        // SAFETY: `left > 0`: the entry is in bounds; both fields are
+        // naturally aligned in the `Chunk`-aligned CQE proper.
+        let (count, counter) = unsafe {
+            (
+                self.at.add(BYTE_CNT).cast::<u32>().read_volatile(),
+                self.at.add(WQE_COUNTER).cast::<u16>().read_volatile(),
+            )
+        };
+        Some((u32::from_be(count), u16::from_be(counter)))
+    }
+
+    /// The whole title at the position, whose ownership byte `op_own`,
+    /// `byte_cnt` `count` and `wqe_counter` `counter` (host order)
+    /// [`Self::next_title_fields`] read (the walk not moved since): as
+    /// [`CqRing::copy_out`] would have copied it, the bytes not read yet
+    /// copied once now (after the barrier `next_title_fields` issued), the
+    /// others as read then. Every byte of the entry is read once. `None`
+    /// at the ring's end (not after `next_title_fields`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn title_rest(self, op_own: u8, count: u32, counter: u16) -> Option<CqeCopy> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut bytes = [0u8; Cqe64::SIZE];
+        for off in (0..BYTE_CNT).chain(BYTE_CNT + 4..WQE_COUNTER).step_by(4) {
+            // SAFETY: `left > 0`: the CQE proper at `at` is in bounds;
+            // `off + 4 <= 60`, word-aligned.
+            let w = unsafe { self.at.add(off).cast::<u32>().read_volatile() };
+            if let Some(dst) = bytes.get_mut(off..off + 4) {
+                dst.copy_from_slice(&w.to_ne_bytes());
+            }
+        }
+        bytes[BYTE_CNT..BYTE_CNT + 4].copy_from_slice(&count.to_be_bytes());
+        bytes[WQE_COUNTER..WQE_COUNTER + 2].copy_from_slice(&counter.to_be_bytes());
+        // SAFETY: byte 62 of the in-bounds CQE proper (as above).
+        bytes[WQE_COUNTER + 2] = unsafe { self.at.add(WQE_COUNTER + 2).read_volatile() };
+        bytes[OP_OWN] = op_own;
+        let src = bytes.as_ptr().cast::<Chunk>();
+        // SAFETY: `CHUNKS` chunks cover the 64 bytes of `bytes` (unaligned
+        // reads of a local array); any bits are a valid `Chunk`.
+        Some(CqeCopy(core::array::from_fn(|i| unsafe {
+            src.add(i).read_unaligned()
+        })))
+    }
+
     /// The session of `count` minis titled by the entry at the position, if
     /// it has one mini array (`count` 2 to 8) and its `count` entries lie
     /// before the ring's end: its array (the next entry) copied once, that

@@ -882,6 +882,65 @@ fn burst_long_basic_sessions_match_poll() {
     }
 }
 
+/// Short basic sessions followed by a longer one of the same opcode: the
+/// short sessions' loop reads the long title's count and counter only, and
+/// hands the whole title (the rest of it read then,
+/// `SessionWalk::title_rest`) to the general steps. Polled in calls of
+/// several sizes against `poll` (summaries, consumer index, doorbell
+/// record, ring bytes).
+#[test]
+fn burst_short_then_long_basic_sessions_match_poll() {
+    for path in unzip_paths() {
+        for sizes in [&[256usize][..], &[16, 9, 32], &[8, 8, 8, 8, 8, 8, 8, 8]] {
+            let mems = [
+                Mem::new(64, CqeSize::B64, false),
+                Mem::new(64, CqeSize::B64, false),
+            ];
+            let counts = [8u32, 6, 20, 8, 3];
+            for m in &mems {
+                let mut slot = 0;
+                for count in counts {
+                    let minis: Vec<MiniCqe> = (0..count)
+                        .map(|i| hash_mini(slot as u32 * 0x100 + i, 64 + i))
+                        .collect();
+                    put_basic_session(m, slot, &title_basic(count, slot as u16, false), &minis);
+                    slot += count as usize;
+                }
+                m.put(slot, &cqe(CqeOpcode::RespSend, false, slot as u16));
+            }
+            let cfg = CqConfig {
+                unzip: path,
+                ..basic_cfg(MiniCqeFormat::Hash)
+            };
+            let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
+            let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
+            let mut total = 0;
+            for (call, &size) in sizes.iter().cycle().take(12).enumerate() {
+                let mut want = Vec::new();
+                let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
+                let mut buf = std::vec![CompletionSummary::default(); size];
+                let r1 = cq1.poll_burst(&mut w1, &mut buf);
+                let what = std::format!("{} sizes {sizes:?} call {call}", path.name());
+                assert_eq!(r1, r0, "{what}");
+                assert_eq!(&buf[..want.len()], &want[..], "{what}");
+                assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
+                assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
+                assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
+                total += want.len();
+            }
+            let what = std::format!("{} sizes {sizes:?}", path.name());
+            assert_eq!(total, counts.iter().sum::<u32>() as usize + 1, "{what}");
+            for slot in 0..64 {
+                assert_eq!(
+                    mems[1].slot_bytes(slot),
+                    mems[0].slot_bytes(slot),
+                    "{what} slot {slot}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn enhanced_striding_running_stride_index() {
     let m = Mem::new(16, CqeSize::B64, true);

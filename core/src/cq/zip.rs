@@ -577,7 +577,19 @@ pub(crate) struct Fused {
     pub(crate) shape: SummaryShape,
     /// The title's CQE opcode (every summary's `opcode`).
     pub(crate) opcode: u8,
+    /// `shape` × [`PLAN_OPCODES`] + `opcode`: the plan's row in a table of
+    /// every plan's constants (the AVX2 writer's), computed once here
+    /// rather than by each title's writer set-up.
+    #[cfg_attr(
+        not(all(target_arch = "x86_64", target_feature = "sse2")),
+        allow(dead_code)
+    )]
+    pub(crate) row: u8,
 }
+
+/// Plans with a whole-array path: [`SummaryShape`] × the title's CQE
+/// opcode, REQ (0) to RESP_SEND_INV (4) ([`Fused::new`] gives no other).
+pub(crate) const PLAN_OPCODES: usize = CqeOpcode::RespSendInv.raw() as usize + 1;
 
 impl Fused {
     /// The plan for the minis `unzip` decodes after a title of CQE opcode
@@ -600,7 +612,11 @@ impl Fused {
             MiniKind::CsumStridx | MiniKind::L34hStridx => SummaryShape::StrideIndex,
             MiniKind::FtagStridx => SummaryShape::FlowTag,
         };
-        Some(Self { shape, opcode })
+        Some(Self {
+            shape,
+            opcode,
+            row: shape as u8 * PLAN_OPCODES as u8 + opcode,
+        })
     }
 
     /// [`Self::new`] for the minis after a title of each CQE opcode (the
@@ -893,11 +909,13 @@ pub(crate) trait SummaryWriter: Copy {
     }
 
     /// `cq.burst_loop` with this writer, out of line (compiled with the
-    /// writer's target feature, so that its writes inline).
+    /// writer's target feature, so that its writes inline), on the CQ's
+    /// ring of slot size `S` (looked up by the callee, `cq.burst_loop_out`:
+    /// a ring passed as an argument lives on the caller's stack, and so
+    /// does every use of it there).
     fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>);
@@ -906,11 +924,11 @@ pub(crate) trait SummaryWriter: Copy {
     /// array from the title `title` at the consumer index, its ownership
     /// byte `b0`, then the title steps) with this writer, out of line
     /// (compiled with the writer's target feature, so that its writes
-    /// inline).
+    /// inline); the ring looked up by the callee, as for
+    /// [`Self::burst_loop`].
     fn long_titles<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         b0: u8,
         title: CqeCopy,
         out: &mut [CompletionSummary],
@@ -967,23 +985,21 @@ impl SummaryWriter for ScalarWriter {
     fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
-        cq.burst_loop::<M, S, W, Self>(ring, self, wqs, out)
+        cq.burst_loop_out::<M, S, W, Self>(self, wqs, out)
     }
 
     #[inline(never)]
     fn long_titles<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         b0: u8,
         title: CqeCopy,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
-        cq.long_titles::<S, W, Self>(ring, self, b0, title, out)
+        cq.long_titles::<S, W, Self>(self, b0, title, out)
     }
 }
 

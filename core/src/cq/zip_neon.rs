@@ -208,12 +208,11 @@ impl SummaryWriter for NeonWriter {
     fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so NEON is available.
-        unsafe { burst_loop_neon::<M, S, W>(self, cq, ring, wqs, out) }
+        unsafe { burst_loop_neon::<M, S, W>(self, cq, wqs, out) }
     }
 
     #[inline(always)]
@@ -233,13 +232,12 @@ impl SummaryWriter for NeonWriter {
     fn long_titles<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         b0: u8,
         title: CqeCopy,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so NEON is available.
-        unsafe { long_titles_neon::<S, W>(self, cq, ring, b0, title, out) }
+        unsafe { long_titles_neon::<S, W>(self, cq, b0, title, out) }
     }
 }
 
@@ -288,11 +286,10 @@ unsafe fn write_neon<const L: usize>(
 unsafe fn burst_loop_neon<const M: u8, const S: usize, W: WorkQueues>(
     d: NeonWriter,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     wqs: &mut W,
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
-    cq.burst_loop::<M, S, W, NeonWriter>(ring, d, wqs, out)
+    cq.burst_loop_out::<M, S, W, NeonWriter>(d, wqs, out)
 }
 
 /// `cq.long_titles` with the NEON writer, compiled for the feature.
@@ -304,12 +301,11 @@ unsafe fn burst_loop_neon<const M: u8, const S: usize, W: WorkQueues>(
 unsafe fn long_titles_neon<const S: usize, W: WorkQueues>(
     d: NeonWriter,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     b0: u8,
     title: CqeCopy,
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
-    cq.long_titles::<S, W, NeonWriter>(ring, d, b0, title, out)
+    cq.long_titles::<S, W, NeonWriter>(d, b0, title, out)
 }
 
 /// `cq.enhanced_loop` with the NEON writer, compiled for the feature.

@@ -24,9 +24,8 @@
 use super::mem::{ArrayRun, Block, BlockRun, CqeCopy, SizedRing};
 use super::zip::{
     Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip, FLOW_TAG_BITS,
-    SHAPE_MASKS, SOP_MASK,
+    PLAN_OPCODES, SHAPE_MASKS, SOP_MASK,
 };
-use super::OP_RESP_SEND_INV;
 use super::{zip, CompletionSummary, Cq, PollError, WorkQueues, FORMAT_COMPRESSED, FORMAT_MASK};
 use crate::prm::{MiniCqe, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
@@ -382,12 +381,11 @@ impl SummaryWriter for Sse41Writer {
     fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so SSE4.1 is available.
-        unsafe { burst_loop_sse41::<M, S, W>(self, cq, ring, wqs, out) }
+        unsafe { burst_loop_sse41::<M, S, W>(self, cq, wqs, out) }
     }
 
     #[inline(always)]
@@ -407,13 +405,12 @@ impl SummaryWriter for Sse41Writer {
     fn long_titles<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         b0: u8,
         title: CqeCopy,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so SSE4.1 is available.
-        unsafe { long_titles_sse41::<S, W>(self, cq, ring, b0, title, out) }
+        unsafe { long_titles_sse41::<S, W>(self, cq, b0, title, out) }
     }
 }
 
@@ -529,12 +526,11 @@ impl SummaryWriter for Avx2Writer {
     fn burst_loop<const M: u8, const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so AVX2 is available.
-        unsafe { burst_loop_avx2::<M, S, W>(self, cq, ring, wqs, out) }
+        unsafe { burst_loop_avx2::<M, S, W>(self, cq, wqs, out) }
     }
 
     #[inline(always)]
@@ -554,19 +550,14 @@ impl SummaryWriter for Avx2Writer {
     fn long_titles<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         b0: u8,
         title: CqeCopy,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so AVX2 is available.
-        unsafe { long_titles_avx2::<S, W>(self, cq, ring, b0, title, out) }
+        unsafe { long_titles_avx2::<S, W>(self, cq, b0, title, out) }
     }
 }
-
-/// Plans with a whole-array path: [`SummaryShape`] × the title's CQE
-/// opcode, REQ (0) to RESP_SEND_INV (4) ([`Fused::new`] gives no other).
-const PLAN_OPCODES: usize = OP_RESP_SEND_INV as usize + 1;
 
 /// One plan's [`Avx2Prepared`] vectors as stored (each 32 bytes, aligned).
 #[repr(C, align(32))]
@@ -602,6 +593,7 @@ static AVX2_PLANS: [Avx2Consts; 4 * PLAN_OPCODES] = {
         let plan = Fused {
             shape: SHAPES[i / PLAN_OPCODES],
             opcode: (i % PLAN_OPCODES) as u8,
+            row: i as u8,
         };
         let m = plan.run_mask() as i32;
         let upper = plan.upper() as i32;
@@ -618,11 +610,12 @@ static AVX2_PLANS: [Avx2Consts; 4 * PLAN_OPCODES] = {
     t
 };
 
-/// `plan`'s row of [`AVX2_PLANS`] (always in range: [`Fused::new`] pairs
-/// the shapes with opcodes 0 to 4 only; clamped all the same).
+/// `plan`'s row of [`AVX2_PLANS`] ([`Fused::row`], the shape × opcode index
+/// [`Fused::new`] computed once: always in range, as it pairs the shapes
+/// with opcodes 0 to 4 only; clamped all the same by the caller).
 #[inline(always)]
 fn plan_index(plan: Fused) -> usize {
-    plan.shape as usize * PLAN_OPCODES + usize::from(plan.opcode).min(PLAN_OPCODES - 1)
+    usize::from(plan.row)
 }
 
 /// A plan's constants for [`write_avx2`], loaded from [`AVX2_PLANS`] once
@@ -996,11 +989,10 @@ unsafe fn write_block_avx2(
 unsafe fn burst_loop_sse41<const M: u8, const S: usize, W: WorkQueues>(
     d: Sse41Writer,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     wqs: &mut W,
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
-    cq.burst_loop::<M, S, W, Sse41Writer>(ring, d, wqs, out)
+    cq.burst_loop_out::<M, S, W, Sse41Writer>(d, wqs, out)
 }
 
 /// `cq.long_titles` with the SSE4.1 writer, compiled for the feature.
@@ -1012,12 +1004,11 @@ unsafe fn burst_loop_sse41<const M: u8, const S: usize, W: WorkQueues>(
 unsafe fn long_titles_sse41<const S: usize, W: WorkQueues>(
     d: Sse41Writer,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     b0: u8,
     title: CqeCopy,
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
-    cq.long_titles::<S, W, Sse41Writer>(ring, d, b0, title, out)
+    cq.long_titles::<S, W, Sse41Writer>(d, b0, title, out)
 }
 
 /// `cq.enhanced_loop` with the SSE4.1 writer, compiled for the feature.
@@ -1046,11 +1037,10 @@ unsafe fn enhanced_loop_sse41<const S: usize, W: WorkQueues>(
 unsafe fn burst_loop_avx2<const M: u8, const S: usize, W: WorkQueues>(
     d: Avx2Writer,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     wqs: &mut W,
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
-    cq.burst_loop::<M, S, W, Avx2Writer>(ring, d, wqs, out)
+    cq.burst_loop_out::<M, S, W, Avx2Writer>(d, wqs, out)
 }
 
 /// `cq.long_titles` with the AVX2 writer, compiled for the feature.
@@ -1062,12 +1052,11 @@ unsafe fn burst_loop_avx2<const M: u8, const S: usize, W: WorkQueues>(
 unsafe fn long_titles_avx2<const S: usize, W: WorkQueues>(
     d: Avx2Writer,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     b0: u8,
     title: CqeCopy,
     out: &mut [CompletionSummary],
 ) -> (usize, Result<(), PollError>) {
-    cq.long_titles::<S, W, Avx2Writer>(ring, d, b0, title, out)
+    cq.long_titles::<S, W, Avx2Writer>(d, b0, title, out)
 }
 
 /// `cq.enhanced_loop` with the AVX2 writer, compiled for the feature.
