@@ -75,9 +75,13 @@
 //! that "owned, a full block" is one test before the barrier; AVX2 entry
 //! by entry, one barrier per block (a compiler fence on x86-64), and the
 //! shorter compressed CQE that ends such a run, the last block of a
-//! session, from the same running state; the other writers the ownership
-//! bytes of all the blocks with room first, one barrier, then one copy and
-//! seven summaries per block). A
+//! session, from the same running state, then, but on a striding RQ, each
+//! next title of the plan's opcode (its summary, its copy into `cur`, its
+//! running counter) and its blocks, while each entry has room for seven
+//! summaries and lies before the ring's end: a stream of sessions of one
+//! opcode is one run, the last title committed once after it; the other
+//! writers the ownership bytes of all the blocks with room first, one
+//! barrier, then one copy and seven summaries per block). A
 //! block that straddles the end of `out` is written whole into the CQ's
 //! carry buffer: the minis that fit are handed out, the rest at the start
 //! of the next call. The consumer index stays on the block until its last
@@ -1409,15 +1413,23 @@ impl Cq {
                 // A run of full blocks up to the ring's end: a pointer walk,
                 // the writer's state in registers.
                 let blocks = ring.blocks(ci, size.iteration(ci));
-                let (k, tail, pending) =
-                    d.write_blocks(&b.p, plan, blocks, copy, running, &mut out[n..]);
-                // (The full blocks, then the shorter block after them, if
-                // the writer took it: as many slots as minis.)
-                let minis = k * ENHANCED_MAX_MINIS + tail as usize;
-                running = plan.end_running(running, minis as u32);
-                ci = ci.wrapping_add(minis as u32);
-                n += minis;
-                if let Some(c) = pending {
+                // (Titles taken by the writer too, but not on a striding
+                // RQ: their running counter is not one past theirs.)
+                let titles = Some(&mut self.cur.cqe).filter(|_| !self.cfg.striding_rq);
+                let r = d.write_blocks(&b.p, plan, blocks, copy, running, &mut out[n..], titles);
+                // (The full blocks, then what the writer took after them:
+                // as many slots as summaries.)
+                running = r.running;
+                ci = ci.wrapping_add(r.taken as u32);
+                n += r.taken;
+                if r.titled {
+                    // The last title taken is in `cur`: committed as
+                    // `commit_plain_title` does (the running counter is
+                    // stored below).
+                    self.title = Title::InCur;
+                    self.batch_has_title = false;
+                }
+                if let Some(c) = r.pending {
                     // Owned (read before a barrier), not a full block.
                     copy = c;
                     continue;

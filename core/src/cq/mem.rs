@@ -682,7 +682,7 @@ impl<const S: usize> SizedRing<S> {
 
 impl<const S: usize> BlockRun<S> {
     /// The run's first entries whose seven minis' summaries fit in `room`
-    /// places ([`FitBlocks`], one division).
+    /// places ([`FitBlocks`]: one bound, no division).
     #[cfg_attr(
         not(all(target_arch = "x86_64", target_feature = "sse2")),
         expect(dead_code, reason = "only the AVX2 block writer bounds its run ahead")
@@ -690,26 +690,12 @@ impl<const S: usize> BlockRun<S> {
     #[inline(always)]
     pub(crate) fn fit(self, room: usize) -> FitBlocks<S> {
         FitBlocks {
-            // min(last / 7 + 1, room / 7), as one quotient: `7 * (len - 1)
-            // <= last`.
-            len: (self.last + BLOCK_STEP).min(room) / BLOCK_STEP,
+            // Entry `k` is in iff `7k <= last` (before the ring's end) and
+            // `7k + 7 <= room` (its summaries fit): `7k < end`, no
+            // division.
+            end: (self.last + 1).min(room.saturating_sub(BLOCK_STEP - 1)),
             run: self,
         }
-    }
-
-    /// Entry `k` (consumer index `ci + 7k`), if inside the run and owned
-    /// ([`Self::read_in`]).
-    #[cfg_attr(
-        not(all(target_arch = "x86_64", target_feature = "sse2")),
-        expect(dead_code, reason = "only the AVX2 block writer reads entry by entry")
-    )]
-    #[inline(always)]
-    pub(crate) fn read_block(&self, k: usize) -> Option<Block> {
-        if k * BLOCK_STEP > self.last {
-            return None;
-        }
-        // SAFETY: `7k <= last`, just checked.
-        unsafe { self.read_in(k) }
     }
 
     /// Step 1 for the entries `from..to` (those in the run): each one's
@@ -768,7 +754,8 @@ impl<const S: usize> BlockRun<S> {
         }
     }
 
-    /// Entry `k` if owned (PRM-FACTS §9.2), its class decided before the
+    /// The entry at slot offset `o` from the run's first if owned
+    /// (PRM-FACTS §9.2), its class decided before the
     /// barrier: the validity byte and `num_and_type` (`op_own`, byte 63:
     /// PRM-FACTS §10.5) read together, once, by one aligned 16-bit
     /// volatile load (single-copy atomic), as the basic layout reads its
@@ -778,11 +765,11 @@ impl<const S: usize> BlockRun<S> {
     /// before the barrier.
     ///
     /// # Safety
-    /// `7k <= self.last` (the entry lies before the ring's end).
+    /// `o <= self.last` (the entry lies before the ring's end).
     #[inline(always)]
-    unsafe fn read_in(&self, k: usize) -> Option<Block> {
-        let cqe = self.first.wrapping_add(k * BLOCK_STEP * S);
-        // SAFETY: `7k <= last` (caller contract): slot `ci + 7k` is in
+    unsafe fn read_in(&self, o: usize) -> Option<Block> {
+        let cqe = self.first.wrapping_add(o * S);
+        // SAFETY: `o <= last` (caller contract): slot `ci + o` is in
         // bounds (at most the ring's last); bytes 62–63 of a CQE of a ring
         // aligned to `RING_ALIGN` are 2-byte aligned.
         let head = unsafe { cqe.add(VALIDITY).cast::<u16>().read_volatile() };
@@ -827,14 +814,15 @@ unsafe fn copy_at(cqe: *mut u8) -> CqeCopy {
     }))
 }
 
-/// The first `len` entries of a [`BlockRun`] ([`BlockRun::fit`]): a loop
-/// over `k < len()` needs no other bound ([`Self::read_block`] tests the
-/// same `len`).
+/// The entries of a [`BlockRun`] whose summaries fit in the room given to
+/// [`BlockRun::fit`]: a loop over them needs no other bound
+/// ([`Self::read_block`] tests the one bound, `o < end` for the entry at
+/// slot offset `o` = 7k).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FitBlocks<const S: usize> {
     run: BlockRun<S>,
-    /// Entries: `7 * (len - 1) <= run.last`.
-    len: usize,
+    /// Entry `k` is in iff `7k < end`; `end <= run.last + 1`.
+    end: usize,
 }
 
 #[cfg_attr(
@@ -842,24 +830,20 @@ pub(crate) struct FitBlocks<const S: usize> {
     expect(dead_code, reason = "only the AVX2 block writer bounds its run ahead")
 )]
 impl<const S: usize> FitBlocks<S> {
-    /// Entries in the run.
+    /// The entry at slot offset `o` (consumer index `ci + o`; the run's
+    /// entry `o / 7` for `o` a multiple of seven), if in (`o < end`) and
+    /// owned ([`BlockRun::read_in`]).
     #[inline(always)]
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Entry `k`, if `k < len()` and owned ([`BlockRun::read_block`]).
-    #[inline(always)]
-    pub(crate) fn read_block(&self, k: usize) -> Option<Block> {
-        if k >= self.len {
+    pub(crate) fn read_block(&self, o: usize) -> Option<Block> {
+        if o >= self.end {
             return None;
         }
-        // SAFETY: `k < len`, so `7k <= 7 * (len - 1) <= run.last`.
-        unsafe { self.run.read_in(k) }
+        // SAFETY: `o < end <= run.last + 1`, so `o <= run.last`.
+        unsafe { self.run.read_in(o) }
     }
 }
 
-/// An owned entry of a [`BlockRun`], copied by [`BlockRun::read_block`].
+/// An owned entry of a [`BlockRun`], copied by [`FitBlocks::read_block`].
 #[cfg_attr(
     not(all(target_arch = "x86_64", target_feature = "sse2")),
     expect(dead_code, reason = "only the AVX2 block writer reads entry by entry")

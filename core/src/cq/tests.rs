@@ -941,6 +941,82 @@ fn burst_short_then_long_basic_sessions_match_poll() {
     }
 }
 
+/// Enhanced sessions of one opcode back to back (title, full blocks, a
+/// shorter last block; sessions of 8, 7, 3, 14, 2, 20 and 64 minis), two
+/// titles in a row, then a plain CQE of another opcode and a last
+/// session: `poll_burst` (its block run taking the titles between the
+/// sessions) in calls of several sizes, some ending inside a block, gives
+/// what `poll` gives, call by call. Deterministic, so that miri reaches
+/// the titles and last blocks of the AVX2 block run (the random streams
+/// it runs are too few).
+#[test]
+fn burst_enhanced_sessions_match_poll() {
+    for path in unzip_paths() {
+        for sizes in [
+            &[256usize][..],
+            &[12, 9, 30, 8, 64],
+            &[7, 7, 7, 7, 7, 7, 7, 7],
+            &[32],
+        ] {
+            let mems = [
+                Mem::new(256, CqeSize::B64, true),
+                Mem::new(256, CqeSize::B64, true),
+            ];
+            let mut total = 0;
+            for m in &mems {
+                let title = |slot: usize, opcode| {
+                    let mut t = cqe(opcode, false, slot as u16);
+                    t.byte_cnt = Be32::new(64 + slot as u32);
+                    with_vic(t, 0)
+                };
+                let mut slot = 0;
+                let session = |slot: &mut usize, count: u32| {
+                    m.put(*slot, &title(*slot, CqeOpcode::RespSend));
+                    *slot += 1;
+                    let minis: Vec<MiniCqe> = (0..count)
+                        .map(|i| hash_mini(*slot as u32 * 0x100 + i, 64 + i))
+                        .collect();
+                    for block in minis.chunks(crate::prm::ENHANCED_MAX_MINIS) {
+                        m.put(*slot, &enhanced_block(block, 0));
+                        *slot += block.len();
+                    }
+                };
+                for count in [8u32, 7, 3, 14, 2, 20, 64] {
+                    session(&mut slot, count);
+                }
+                // Two titles in a row, then another opcode's plain CQE.
+                m.put(slot, &title(slot, CqeOpcode::RespSend));
+                m.put(slot + 1, &title(slot + 1, CqeOpcode::RespSend));
+                m.put(slot + 2, &title(slot + 2, CqeOpcode::RespSendImm));
+                slot += 3;
+                session(&mut slot, 9);
+                total = slot;
+            }
+            let cfg = CqConfig {
+                unzip: path,
+                ..enh_cfg(MiniCqeFormat::Hash)
+            };
+            let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
+            let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
+            let mut got = 0;
+            for (call, &size) in sizes.iter().cycle().take(40).enumerate() {
+                let mut want = Vec::new();
+                let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
+                let mut buf = std::vec![CompletionSummary::default(); size];
+                let r1 = cq1.poll_burst(&mut w1, &mut buf);
+                let what = std::format!("{} sizes {sizes:?} call {call}", path.name());
+                assert_eq!(r1, r0, "{what}");
+                assert_eq!(&buf[..want.len()], &want[..], "{what}");
+                assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
+                assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
+                assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
+                got += want.len();
+            }
+            assert_eq!(got, total, "{} sizes {sizes:?}", path.name());
+        }
+    }
+}
+
 #[test]
 fn enhanced_striding_running_stride_index() {
     let m = Mem::new(16, CqeSize::B64, true);

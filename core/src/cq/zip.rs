@@ -858,13 +858,20 @@ pub(crate) trait SummaryWriter: Copy {
     /// Their ownership bytes are read first, one per entry, up to the room
     /// left ([`BlockRun::scan_heads`]), then one from-device barrier for
     /// them all, then each is copied once and written. `running` is the
-    /// running counter before `first`'s lane 0. Returns the number of
-    /// full blocks written, the number of minis of a shorter compressed CQE
-    /// of the same title written right after them (the last block of a
-    /// session, if the writer takes it: 0 here) and, if the entry after
-    /// what was written is owned and was copied, its copy. The same
-    /// summaries as [`Self::write`] block by block.
+    /// running counter before `first`'s lane 0. The same summaries as
+    /// [`Self::write`] block by block.
+    ///
+    /// A writer may go on past the full blocks (here: not): a shorter
+    /// compressed CQE right after them (the last block of a session), and,
+    /// with `titles` given (the caller's copy of the title, `cur.cqe`; not
+    /// on a striding RQ), each next title after a block (a plain CQE of the
+    /// plan's opcode) with the compressed CQEs after it, as long as every
+    /// entry has room for seven summaries and lies before
+    /// the ring's end: each entry's ownership bytes read once, then the
+    /// from-device barrier, then one copy; each title's summary written,
+    /// its copy stored into `titles`, its running counter taken up.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn write_blocks<const S: usize>(
         self,
         p: &Self::Prepared,
@@ -873,18 +880,25 @@ pub(crate) trait SummaryWriter: Copy {
         first: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary],
-    ) -> (usize, u32, Option<CqeCopy>) {
+        titles: Option<&mut Cqe64>,
+    ) -> BlocksTaken {
         const B: usize = ENHANCED_MAX_MINIS;
+        let _ = titles;
         let mut dsts = out.chunks_exact_mut(B);
         let Some(Ok(dst)) = dsts.next().map(<&mut [_; B]>::try_from) else {
-            return (0, 0, None);
+            return BlocksTaken::none(running);
         };
         self.write::<B>(p, first, running, dst);
         let mut running = plan.end_running(running, B as u32);
         // Step 1: the ownership bytes of the entries with room after it.
         let (full, other) = blocks.scan_heads(1, out.len() / B);
         if full == 0 && !other {
-            return (1, 0, None);
+            return BlocksTaken {
+                taken: B,
+                running,
+                titled: false,
+                pending: None,
+            };
         }
         // Step 2: every copy below reads a body whose ownership bytes were
         // read above (PRM-FACTS §9.2, §10.5).
@@ -905,7 +919,12 @@ pub(crate) trait SummaryWriter: Copy {
         } else {
             None
         };
-        (done, 0, next)
+        BlocksTaken {
+            taken: done * B,
+            running,
+            titled: false,
+            pending: next,
+        }
     }
 
     /// `cq.burst_loop` with this writer, out of line (compiled with the
@@ -949,6 +968,36 @@ pub(crate) trait SummaryWriter: Copy {
         pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
         cq.enhanced_loop::<S, W, Self>(ring, self, wqs, out, pending)
+    }
+}
+
+/// What [`SummaryWriter::write_blocks`] took from the ring.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlocksTaken {
+    /// Entries consumed from the run's first on, one summary written per
+    /// entry (a compressed CQE stands for as many entries as minis; a
+    /// title is one).
+    pub(crate) taken: usize,
+    /// The running counter after them.
+    pub(crate) running: u16,
+    /// Whether a title was taken (the last one is in the writer's `titles`
+    /// copy): the caller commits it.
+    pub(crate) titled: bool,
+    /// The owned entry after them, copied (after its ownership bytes and
+    /// the barrier), not taken: for the caller's steps.
+    pub(crate) pending: Option<CqeCopy>,
+}
+
+impl BlocksTaken {
+    /// Nothing taken.
+    #[inline(always)]
+    pub(crate) const fn none(running: u16) -> Self {
+        Self {
+            taken: 0,
+            running,
+            titled: false,
+            pending: None,
+        }
     }
 }
 

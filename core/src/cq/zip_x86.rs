@@ -21,24 +21,27 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
-use super::mem::{ArrayRun, Block, BlockRun, CqeCopy, SizedRing};
+use super::mem::{store_summary, ArrayRun, Block, BlockRun, CqeCopy, FitBlocks, SizedRing};
 use super::zip::{
-    Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip, FLOW_TAG_BITS,
-    PLAN_OPCODES, SHAPE_MASKS, SOP_MASK,
+    BlocksTaken, Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip,
+    FLOW_TAG_BITS, PLAN_OPCODES, SHAPE_MASKS, SOP_MASK,
 };
-use super::{zip, CompletionSummary, Cq, PollError, WorkQueues, FORMAT_COMPRESSED, FORMAT_MASK};
-use crate::prm::{MiniCqe, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
+use super::{
+    zip, CompletionSummary, Cq, Origin, PollError, WorkQueues, FORMAT_COMPRESSED, FORMAT_MASK,
+};
+use crate::prm::{Cqe64, MiniCqe, OpOwn, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE};
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
     _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_load_si256, _mm256_loadu_si256,
     _mm256_or_si256, _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32,
-    _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256,
-    _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128,
-    _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16,
-    _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128,
-    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128,
-    _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
-    _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
+    _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32,
+    _mm256_storeu_si256, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16,
+    _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16,
+    _mm_packus_epi32, _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi32,
+    _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128,
+    _mm_srli_epi32, _mm_store_si128, _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16,
+    _mm_unpackhi_epi32, _mm_unpackhi_epi64, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
+    _mm_unpacklo_epi64,
 };
 
 pub use crate::cpu::{Avx2, Sse41};
@@ -509,17 +512,19 @@ impl SummaryWriter for Avx2Writer {
     }
 
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn write_blocks<const S: usize>(
         self,
         p: &Avx2Prepared,
-        _plan: Fused,
+        plan: Fused,
         blocks: BlockRun<S>,
         first: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary],
-    ) -> (usize, u32, Option<CqeCopy>) {
+        titles: Option<&mut Cqe64>,
+    ) -> BlocksTaken {
         // SAFETY: `self` holds the token, so AVX2 is available.
-        unsafe { write_blocks_avx2::<S>(p, blocks, first, running, out) }
+        unsafe { write_blocks_avx2::<S>(p, plan, blocks, first, running, out, titles) }
     }
 
     #[inline(always)]
@@ -634,6 +639,9 @@ pub(crate) struct Avx2Prepared {
     /// and 8), zero elsewhere: `running` broadcast and masked by it is the
     /// running counter's part.
     run: __m256i,
+    /// [`Fused::run_mask`], loaded with the vectors (for the block run's
+    /// scalar running counter: one `and`, not a test of the shape).
+    run_mask: u16,
 }
 
 impl Avx2Prepared {
@@ -657,6 +665,7 @@ impl Avx2Prepared {
                     _mm256_load_si256(at(&c.lanes[3])),
                 ],
                 run: _mm256_load_si256(at(&c.run)),
+                run_mask: c.run[0] as u16,
             }
         }
     }
@@ -808,91 +817,239 @@ unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
 }
 
 /// [`SummaryWriter::write_blocks`] with 256-bit vectors: [`write_avx2`]
-/// of seven lanes block after block, the accumulators of
-/// [`write_arrays_avx2`] advanced by seven lanes per block. Entry by entry
-/// ([`super::mem::FitBlocks::read_block`]: the validity byte and `num_and_type` read
-/// together, one test for "owned full block", the from-device barrier, one
-/// copy): on x86-64 the barrier is a compiler fence, so a separate pass
-/// over the ownership bytes (as [`SummaryWriter::write_blocks`] makes for
-/// the real barrier of aarch64) would only add a loop. An owned entry that
-/// is not a full block ends the run; a shorter compressed CQE (the last
-/// block of a session) is written here too, from the accumulators
-/// ([`tail_block_avx2`]), not by the caller's steps.
+/// of seven lanes block after block, from the accumulators of
+/// [`write_arrays_avx2`] advanced by seven lanes before each block after
+/// the first of a run. Entry by entry ([`super::mem::FitBlocks::read_block`]:
+/// the validity byte and `num_and_type` read together, one test for
+/// "owned full block", the from-device barrier, one copy): on x86-64 the
+/// barrier is a compiler fence, so a separate pass over the ownership
+/// bytes (as [`SummaryWriter::write_blocks`] makes for the real barrier of
+/// aarch64) would only add a loop. The run is bounded once, in slots (an
+/// entry at slot offset `o` is read only if `o` lies before the ring's end
+/// and seven places from `o` on lie in `out`), and walked by one offset.
+///
+/// Past the full blocks, from the same running state: a shorter
+/// compressed CQE (the last block of a session, [`tail_block_avx2`]) and,
+/// with `titles`, each next title of the plan's opcode
+/// ([`plain_title`]: its summary, its copy into `titles`, its running
+/// counter) and the blocks after it, so that a stream of sessions of one
+/// opcode stays in this loop. Any other owned entry ends the run, returned
+/// as `pending`.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
 unsafe fn write_blocks_avx2<const S: usize>(
     p: &Avx2Prepared,
+    plan: Fused,
     blocks: BlockRun<S>,
     first: CqeCopy,
     running: u16,
     out: &mut [CompletionSummary],
-) -> (usize, u32, Option<CqeCopy>) {
+    mut titles: Option<&mut Cqe64>,
+) -> BlocksTaken {
     const B: usize = ENHANCED_MAX_MINIS;
+    // The run bounded by room: the entry at slot offset `o` is read (and
+    // written) only if `fit` has it, i.e. the seven places at `base + o`
+    // lie in `out`.
+    let fit = blocks.fit(out.len());
+    let run_mask = p.run_mask;
+    if out.len() < B {
+        return BlocksTaken::none(running);
+    }
+    let base = out.as_mut_ptr();
+    // The running counter at offset `o`: `r0` at `o0` (the run's first or
+    // the last title's next), advanced by one per mini from there (one
+    // slot per mini; running shape only).
+    let mut r0 = running;
+    let mut o0 = 0;
+    let at = |r0: u16, o0: usize, o: usize| r0.wrapping_add((o - o0) as u16 & run_mask);
+    let mut titled = false;
+    let mut o = 0;
+    let mut copy = first;
+    let mut full = true;
     // SAFETY: AVX2 is enabled for this function and available (caller
-    // contract). Each block, and the shorter one that may end the run,
-    // writes seven summaries inside `out` (checked below:
-    // `write_block_avx2`'s and `tail_block_avx2`'s contract).
+    // contract). Each entry written is at an offset `o` that `fit` has
+    // (block 0: after the room test): seven places at `base + o` inside
+    // `out` (`write_block_avx2`'s and `tail_block_avx2`'s contract; a
+    // title's summary is one of them).
     unsafe {
         let step = _mm256_and_si256(_mm256_set1_epi16(B as i16), p.run);
-        let mut acc = accumulators(p, running);
-        let Some(dst) = out.first_chunk_mut::<B>() else {
-            return (0, 0, None);
-        };
-        write_block_avx2(p, &mut acc, step, first, dst.as_mut_ptr());
-        // Block 1 before the run's bounds are worked out (a lone full
-        // block, as in sessions of eight, stops here).
-        if out.len() < 2 * B {
-            return (1, 0, None);
-        }
-        let next = match blocks.read_block(1) {
-            Some(Block { copy, full: true }) => copy,
-            // (`out.len() >= 14`: room for seven at `out[7..]`.)
-            Some(Block { copy, full: false }) => {
-                return tail_block_avx2(p, acc, copy, out.as_mut_ptr().add(B), 1)
-            }
-            None => return (1, 0, None),
-        };
-        // The run bounded by room: `limit * 7 <= out.len()`, block `k <
-        // limit` writes the seven summaries at `base + 7k` (and `read(k)`
-        // tests the same bound as the loop).
-        let fit = blocks.fit(out.len());
-        let limit = fit.len();
-        if limit < 2 {
-            return (1, 0, None);
-        }
-        let base = out.as_mut_ptr();
-        write_block_avx2(p, &mut acc, step, next, base.add(B));
-        // Each next block written right after its copy.
-        let mut k = 2;
-        while k < limit {
-            match fit.read_block(k) {
-                Some(Block { copy, full: true }) => {
-                    write_block_avx2(p, &mut acc, step, copy, base.add(k * B));
+        loop {
+            // `copy`: the owned entry at `o`, copied; `full`: whether it
+            // is a full block, by its ownership bytes.
+            let pending = if full {
+                let mut acc = accumulators(p, at(r0, o0, o));
+                write_block_avx2(p, &acc, copy, base.add(o));
+                // Each next block written right after its copy.
+                let next;
+                (o, next) = full_run(p, &fit, &mut acc, step, base, o + B);
+                let Some(Block { copy: c, .. }) = next else {
+                    break;
+                };
+                copy = c;
+                let op_own = copy.to_cqe().op_own;
+                // (Room for seven at `base + o`.)
+                if let Some(count) = tail_block_avx2(p, &acc, step, copy, op_own, base.add(o)) {
+                    o += count as usize;
+                    None
+                } else {
+                    Some(op_own)
                 }
-                // (`k < limit`: room for seven at `base + 7k`.)
-                Some(Block { copy, full: false }) => {
-                    return tail_block_avx2(p, acc, copy, base.add(k * B), k);
+            } else {
+                let op_own = copy.to_cqe().op_own;
+                if let Some(count) = {
+                    let acc = accumulators(p, at(r0, o0, o));
+                    let zero = _mm256_setzero_si256();
+                    tail_block_avx2(p, &acc, zero, copy, op_own, base.add(o))
+                } {
+                    o += count as usize;
+                    None
+                } else {
+                    Some(op_own)
                 }
-                None => return (k, 0, None),
+            };
+            if let Some(op_own) = pending {
+                if !take_title(&mut titles, plan, copy, op_own, base.add(o), &mut r0) {
+                    return BlocksTaken {
+                        taken: o,
+                        running: at(r0, o0, o),
+                        titled,
+                        pending: Some(copy),
+                    };
+                }
+                titled = true;
+                o += 1;
+                o0 = o;
             }
-            k += 1;
+            // The next entry: its ownership bytes, the barrier, one copy.
+            match fit.read_block(o) {
+                Some(b) => (copy, full) = (b.copy, b.full),
+                None => break,
+            }
         }
-        (limit, 0, None)
+    }
+    BlocksTaken {
+        taken: o,
+        running: at(r0, o0, o),
+        titled,
+        pending: None,
     }
 }
 
-/// The end of a run of [`write_blocks_avx2`]: `copy`, the owned entry
-/// after its `k` full blocks (not a full block, by the bytes read before
-/// the barrier). A compressed CQE of fewer than seven minis (the last
-/// block of a session) is written at `dst` (the run's next seven places)
-/// from the accumulators `acc` (the running counter after the `k`
-/// blocks): one pair for one or two minis, else seven lanes (those past
-/// its count land in `out` past the burst's count, where
-/// [`Cq::poll_burst`] may leave anything); returns `(k, count, None)`.
-/// Anything else (a plain CQE, a malformed block): `(k, 0, Some(copy))`,
-/// for the caller's steps.
+/// The full blocks of a run of [`write_blocks_avx2`] from slot offset `o`
+/// on, each written at `base + o` right after its copy, `acc` advanced by
+/// `step` before each; returns the offset after them and the entry there
+/// if owned (copied: not a full block).
+///
+/// # Safety
+/// The CPU must support AVX2; `base` must be valid for writes of the
+/// places `fit` has (seven from each offset it reads).
+#[inline(always)]
+unsafe fn full_run<const S: usize>(
+    p: &Avx2Prepared,
+    fit: &FitBlocks<S>,
+    acc: &mut [__m256i; 4],
+    step: __m256i,
+    base: *mut CompletionSummary,
+    mut o: usize,
+) -> (usize, Option<Block>) {
+    const B: usize = ENHANCED_MAX_MINIS;
+    loop {
+        match fit.read_block(o) {
+            Some(Block { copy, full: true }) => {
+                // SAFETY: AVX2 is available; `fit` has `o`: seven places at
+                // `base + o` (caller contract).
+                unsafe {
+                    advance(acc, step);
+                    write_block_avx2(p, acc, copy, base.add(o));
+                }
+            }
+            next => return (o, next),
+        }
+        o += B;
+    }
+}
+
+/// A title inside a run of [`write_blocks_avx2`]: if `titles` is given and
+/// `copy` is a plain CQE of the plan's opcode ([`plain_title`]), its
+/// summary written at `dst`, its copy stored into `titles`, `running` set
+/// to the counter after it; returns whether it was.
+///
+/// # Safety
+/// `dst` must be valid for a write of one summary.
+#[inline(always)]
+unsafe fn take_title(
+    titles: &mut Option<&mut Cqe64>,
+    plan: Fused,
+    copy: CqeCopy,
+    op_own: OpOwn,
+    dst: *mut CompletionSummary,
+    running: &mut u16,
+) -> bool {
+    let Some(t) = titles.as_deref_mut() else {
+        return false;
+    };
+    let Some((wr_id, hi, after)) = plain_title(copy, op_own, plan.opcode) else {
+        return false;
+    };
+    // SAFETY: `dst` is valid for a write of one summary (caller contract),
+    // exclusive: a place of the caller's `out`.
+    store_summary(unsafe { &mut *dst }, wr_id, hi);
+    copy.store_to(t);
+    *running = after;
+    true
+}
+
+/// Enhanced layout, a burst run's next title: if `copy` (an owned entry,
+/// copied; `op_own`, its `op_own` byte, from the copy) is a plain CQE of CQE opcode `opcode` (format 0 or 1, an
+/// opcode the burst loop decodes itself), its summary's two quadwords
+/// (wr_id = `wqe_counter`: [`WorkQueues::WR_ID_IS_WQE_COUNTER`]) and the
+/// running counter after it on a CQ that is not a striding RQ
+/// ([`zip::running_after`]), as the burst poller's block loop reports and
+/// commits such a CQE.
+#[inline(always)]
+fn plain_title(copy: CqeCopy, op_own: OpOwn, opcode: u8) -> Option<(u64, u64, u16)> {
+    let cqe = copy.to_cqe();
+    let op_own = op_own.into_bits();
+    // The opcode and format bit 3 (format 0 or 1) in one compare (as the
+    // burst loop's `plain_of`).
+    if op_own & (super::OPCODE_MASK | super::FORMAT_INLINE64) != opcode << 4 {
+        return None;
+    }
+    let counter = cqe.wqe_counter.get();
+    let hi = CompletionSummary::high_word(
+        cqe.byte_cnt.get(),
+        WcStatus::Success.raw() as u16,
+        op_own >> 4,
+        Origin::Regular,
+    );
+    Some((u64::from(counter), hi, zip::running_after(&cqe, false)))
+}
+
+/// The four accumulators of [`write_blocks_avx2`] advanced by `step` (one
+/// block's lanes).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn advance(acc: &mut [__m256i; 4], step: __m256i) {
+    for a in acc.iter_mut() {
+        // SAFETY: AVX2 is available (caller contract): register operations.
+        *a = unsafe { _mm256_add_epi16(*a, step) };
+    }
+}
+
+/// A shorter compressed CQE in a run of [`write_blocks_avx2`] (the last
+/// block of a session): if `copy` (an owned entry, not a full block by its
+/// ownership bytes; `op_own`, its `op_own` byte, from the copy) is a
+/// compressed CQE of fewer than seven minis, written
+/// at `dst` (the run's next seven places) from the accumulators `acc`
+/// advanced by `step` (the running counter at its first mini): one pair
+/// for one or two minis, else seven lanes (those past its count land in
+/// `out` past the burst's count, where [`Cq::poll_burst`] may leave
+/// anything); returns its count. Anything else (a plain CQE, a malformed
+/// block): `None`, nothing written.
 ///
 /// # Safety
 /// The CPU must support AVX2; `dst` must be valid for writes of seven
@@ -900,13 +1057,13 @@ unsafe fn write_blocks_avx2<const S: usize>(
 #[inline(always)]
 unsafe fn tail_block_avx2(
     p: &Avx2Prepared,
-    acc: [__m256i; 4],
+    acc: &[__m256i; 4],
+    step: __m256i,
     copy: CqeCopy,
+    op_own: OpOwn,
     dst: *mut CompletionSummary,
-    k: usize,
-) -> (usize, u32, Option<CqeCopy>) {
+) -> Option<u32> {
     const B: usize = ENHANCED_MAX_MINIS;
-    let op_own = copy.to_cqe().op_own;
     let count = zip::enhanced_count(op_own);
     let compressed = op_own.into_bits() & FORMAT_MASK == FORMAT_COMPRESSED;
     let d = dst.cast::<__m256i>();
@@ -915,40 +1072,47 @@ unsafe fn tail_block_avx2(
         // summaries (caller contract). Store: pair 0, 32 bytes,
         // `dst[0..2]`; every byte pattern is a valid summary (as in
         // `write_sse41`).
-        unsafe { _mm256_storeu_si256(d, tail_pair(p, &acc, copy, 0)) };
+        unsafe { _mm256_storeu_si256(d, tail_pair(p, acc, step, copy, 0)) };
     } else if compressed && (count as usize) < B {
         // SAFETY: as above; pairs 0–2 write `dst[0..6]` (3 × 32 bytes),
         // pair 3's low half `dst[6]` (16 bytes).
         unsafe {
-            _mm256_storeu_si256(d, tail_pair(p, &acc, copy, 0));
-            _mm256_storeu_si256(d.add(1), tail_pair(p, &acc, copy, 1));
-            _mm256_storeu_si256(d.add(2), tail_pair(p, &acc, copy, 2));
-            let last = _mm256_castsi256_si128(tail_pair(p, &acc, copy, 3));
+            _mm256_storeu_si256(d, tail_pair(p, acc, step, copy, 0));
+            _mm256_storeu_si256(d.add(1), tail_pair(p, acc, step, copy, 1));
+            _mm256_storeu_si256(d.add(2), tail_pair(p, acc, step, copy, 2));
+            let last = _mm256_castsi256_si128(tail_pair(p, acc, step, copy, 3));
             _mm_storeu_si128(d.add(3).cast::<__m128i>(), last);
         }
     } else {
-        return (k, 0, Some(copy));
+        return None;
     }
-    (k, count, None)
+    Some(count)
 }
 
 /// Pair `j` (< 4) of [`tail_block_avx2`]: its two summaries, from the
-/// accumulator `acc[j]`.
+/// accumulator `acc[j]` advanced by `step`.
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-unsafe fn tail_pair(p: &Avx2Prepared, acc: &[__m256i; 4], copy: CqeCopy, j: usize) -> __m256i {
+unsafe fn tail_pair(
+    p: &Avx2Prepared,
+    acc: &[__m256i; 4],
+    step: __m256i,
+    copy: CqeCopy,
+    j: usize,
+) -> __m256i {
     // SAFETY: AVX2 is available (caller contract): register operations.
     unsafe {
         let v = _mm256_broadcastsi128_si256(copy.0[j & 3]);
-        _mm256_add_epi16(_mm256_shuffle_epi8(v, p.mask), acc[j & 3])
+        let a = _mm256_add_epi16(acc[j & 3], step);
+        _mm256_add_epi16(_mm256_shuffle_epi8(v, p.mask), a)
     }
 }
 
 /// One block of [`write_blocks_avx2`]: the seven summaries of `copy`
-/// into `dst` (112 bytes: three 32-byte stores, one 16-byte store), the
-/// accumulators advanced by `step`.
+/// into `dst` (112 bytes: three 32-byte stores, one 16-byte store), from
+/// the accumulators `acc` (its pairs' constant parts and running counter).
 ///
 /// # Safety
 /// The CPU must support AVX2; `dst` must be valid for writes of seven
@@ -956,8 +1120,7 @@ unsafe fn tail_pair(p: &Avx2Prepared, acc: &[__m256i; 4], copy: CqeCopy, j: usiz
 #[inline(always)]
 unsafe fn write_block_avx2(
     p: &Avx2Prepared,
-    acc: &mut [__m256i; 4],
-    step: __m256i,
+    acc: &[__m256i; 4],
     copy: CqeCopy,
     dst: *mut CompletionSummary,
 ) {
@@ -967,7 +1130,7 @@ unsafe fn write_block_avx2(
     // 32 bytes), pair 3's low half `dst[6]` (16 bytes); every byte pattern
     // is a valid summary (as in `write_sse41`).
     unsafe {
-        for (j, a) in acc.iter_mut().enumerate() {
+        for (j, a) in acc.iter().enumerate() {
             let pair = _mm256_broadcastsi128_si256(copy.0[j]);
             let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *a);
             if j < 3 {
@@ -975,7 +1138,6 @@ unsafe fn write_block_avx2(
             } else {
                 _mm_storeu_si128(d.add(j).cast::<__m128i>(), _mm256_castsi256_si128(s));
             }
-            *a = _mm256_add_epi16(*a, step);
         }
     }
 }
