@@ -28,17 +28,29 @@ use mlx5dp::cq::{
 use mlx5dp::prm::{Cqe64, MiniCqeFormat};
 use std::ptr::NonNull;
 
+/// One 64-byte CQ slot, 64-byte aligned (`Cq::from_raw_parts` requires a
+/// ring aligned to 64 bytes).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
 /// Ring, doorbell record and UAR page, held as raw pointers only.
 struct Mem {
-    ring: *mut [u8],
+    ring: *mut [Line],
     dbrec: *mut [u32; 2],
     uar: *mut [u64; 512],
 }
 
 impl Mem {
     fn new(bytes: Vec<u8>) -> Self {
+        // The ring's bytes in 64-byte aligned lines (its length is a
+        // multiple of 64: CQE count times 64 or 128).
+        let mut lines = vec![Line([0; 64]); bytes.len().div_ceil(64)];
+        for (line, chunk) in lines.iter_mut().zip(bytes.chunks(64)) {
+            line.0[..chunk.len()].copy_from_slice(chunk);
+        }
         Self {
-            ring: Box::into_raw(bytes.into_boxed_slice()),
+            ring: Box::into_raw(lines.into_boxed_slice()),
             dbrec: Box::into_raw(Box::new([0u32; 2])),
             uar: Box::into_raw(Box::new([0u64; 512])),
         }
@@ -54,7 +66,7 @@ impl Mem {
         ci: u32,
         f: impl FnOnce(&mut Cq) -> R,
     ) -> R {
-        assert_eq!(self.ring.len(), cqe_cnt as usize * cqe_size.bytes());
+        assert_eq!(self.ring.len() * 64, cqe_cnt as usize * cqe_size.bytes());
         let parts = CqParts {
             buf: NonNull::new(self.ring.cast::<u8>()).expect("boxed slice"),
             cqe_cnt,

@@ -75,11 +75,18 @@ struct Mem {
     uar: *mut u64,
 }
 
+/// One 64-byte ring line, 64-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
 impl Mem {
     fn new(len: usize, fill_op_own: u8, stride: usize) -> Self {
-        let mut v = vec![0u8; len];
+        // 64-byte aligned, as the CQ requires (mlx5dv buffers are
+        // page-aligned).
+        let mut v = vec![Line([0u8; 64]); len / 64];
         for s in (0..len).step_by(stride) {
-            v[s + stride - 1] = fill_op_own;
+            v[(s + stride - 1) / 64].0[63] = fill_op_own;
         }
         let ring = Box::into_raw(v.into_boxed_slice()).cast::<u8>();
         let dbrec = Box::into_raw(Box::new([0xa5a5_a5a5u32; 2])).cast::<u32>();
@@ -111,7 +118,8 @@ impl Drop for Mem {
         // SAFETY: from `Box::into_raw` with these types.
         unsafe {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.ring, self.len,
+                self.ring.cast::<Line>(),
+                self.len / 64,
             )));
             drop(Box::from_raw(self.dbrec.cast::<[u32; 2]>()));
             drop(Box::from_raw(self.uar.cast::<[u64; 512]>()));

@@ -62,14 +62,21 @@ struct Mem {
     dbrec: *mut u32,
 }
 
+/// One 64-byte ring line, 64-byte aligned.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
 impl Mem {
     fn new(slots: usize) -> Self {
-        let mut v = vec![0u8; slots * 64];
-        for s in 0..slots {
-            v[s * 64 + 62] = 0xff;
-            v[s * 64 + 63] = 0xf1;
+        // 64-byte aligned, as the CQ requires (mlx5dv buffers are
+        // page-aligned).
+        let mut v = vec![Line([0u8; 64]); slots];
+        for line in &mut v {
+            line.0[62] = 0xff;
+            line.0[63] = 0xf1;
         }
-        let len = v.len();
+        let len = slots * 64;
         let ring = Box::into_raw(v.into_boxed_slice()).cast::<u8>();
         let dbrec = Box::into_raw(Box::new([0u32; 2])).cast::<u32>();
         Self { ring, len, dbrec }
@@ -98,7 +105,8 @@ impl Drop for Mem {
         // SAFETY: from `Box::into_raw` with these types.
         unsafe {
             drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.ring, self.len,
+                self.ring.cast::<Line>(),
+                self.len / 64,
             )));
             drop(Box::from_raw(self.dbrec.cast::<[u32; 2]>()));
         }

@@ -671,7 +671,7 @@ impl Cq {
                 // its byte was read before the barrier), copied once.
                 let t = TitleCopy {
                     op_own: b,
-                    copy: ring.ring().copy_out(entry),
+                    copy: ring.ring().copy_out(entry, D::WIDE_COPY),
                 };
                 let (k, r) = self.basic_titles::<M, S, W, D, true>(ring, d, t, &mut out[n..]);
                 n += k;
@@ -717,7 +717,7 @@ impl Cq {
         // Step 2: the copy reads the body the byte just published.
         barrier::from_device();
         // Step 3: one copy.
-        let copy = ring.ring().copy_out(e);
+        let copy = ring.ring().copy_out(e, D::WIDE_COPY);
         if !one_array(copy) {
             // A session of more arrays: the caller's, out of line
             // (`long_titles`).
@@ -834,7 +834,7 @@ impl Cq {
                     // The copy reads the body the ownership byte just
                     // published: not before it (PRM-FACTS §9.2).
                     barrier::from_device();
-                    copy = ring.ring().copy_out(next);
+                    copy = ring.ring().copy_out(next, D::WIDE_COPY);
                     continue;
                 }
             }
@@ -881,42 +881,55 @@ impl Cq {
         let mut walk = ring.sessions(self.ci);
         let title = first.to_cqe();
         let (mut count, mut start) = (title.byte_cnt.get(), title.wqe_counter.get());
-        let mut running = self.running;
-        let mut n = 0;
-        let Some(mut dst) = out.first_chunk_mut::<A>() else {
-            return (0, Some(first));
-        };
+        // The last session written (its count and first counter): the
+        // running counter after it, once the loop is over.
+        let mut last = None;
+        let total = out.len();
+        // `out` past the sessions written: a pointer and a length, no
+        // running index.
+        let mut rest = out;
         let left = loop {
+            let Some(dst) = rest.first_chunk_mut::<A>() else {
+                // (Only before the first session: after one, the room
+                // test below came first.)
+                break if last.is_none() {
+                    Some(first)
+                } else {
+                    walk.title_rest(b0, count, start)
+                };
+            };
             // The array at slot offset 1 (its slot and the holes up to the
             // next title invalidated: as the first array of
             // `session_arrays`), if one array and before the ring's end.
-            let Some(array) = walk.take(count) else {
+            let Some(array) = walk.take(count, D::WIDE_COPY) else {
                 // (After the first title, only its two fields were read:
                 // the rest now. Never `None` there: the walk is on it.)
-                break if n == 0 {
+                break if last.is_none() {
                     Some(first)
                 } else {
                     walk.title_rest(b0, count, start)
                 };
             };
             d.write(&p, array, start, dst);
-            running = plan.end_running(start, count);
-            n += count as usize;
+            last = Some((start, count));
+            // (`count` is at most 8: `take` took it.)
+            rest = rest.get_mut(count as usize..).unwrap_or_default();
             // The next title, if `out` has room for eight more: its
             // ownership byte once (`b0` in this pass is an owned title of
             // the same opcode: the same plan), the barrier, its count and
             // first counter.
-            let Some(next) = out.get_mut(n..).and_then(|o| o.first_chunk_mut::<A>()) else {
+            if rest.len() < A {
                 break None;
-            };
+            }
             let Some(t) = walk.next_title_fields(b0) else {
                 break None;
             };
-            (dst, (count, start)) = (next, t);
+            (count, start) = t;
         };
-        if n > 0 {
+        let n = total - rest.len();
+        if let Some((start, count)) = last {
             self.ci = self.ci.wrapping_add(n as u32);
-            self.running = running;
+            self.running = plan.end_running(start, count);
             self.batch_has_title = false;
         }
         (n, left)
@@ -970,7 +983,7 @@ impl Cq {
             let start = cqe.wqe_counter.get();
             if let Some(arrays) = walk.take_arrays(count) {
                 // More arrays, all before the ring's end: the first one.
-                d.write(&p, arrays.first(), start, dst);
+                d.write(&p, arrays.first(D::WIDE_COPY), start, dst);
                 running = plan.end_running(start, A as u32);
                 // Its whole arrays while `out` has room for eight.
                 let rest = out.get_mut(n + A..).unwrap_or_default();
@@ -985,7 +998,7 @@ impl Cq {
                         .get_mut(n + next..)
                         .and_then(|o| o.first_chunk_mut::<A>())
                     {
-                        if let Some(array) = arrays.last() {
+                        if let Some(array) = arrays.last(D::WIDE_COPY) {
                             d.write(&p, array, running, dst);
                             running = plan.end_running(running, last as u32);
                             next = count as usize;
@@ -999,7 +1012,7 @@ impl Cq {
                     self.store_session(copy, plan, next as u32, running);
                     return (n + next, None);
                 }
-            } else if let Some(array) = walk.take(count) {
+            } else if let Some(array) = walk.take(count, D::WIDE_COPY) {
                 // One array (as in `short_sessions`).
                 d.write(&p, array, start, dst);
                 running = plan.end_running(start, count);
@@ -1013,7 +1026,7 @@ impl Cq {
             if out.len() - n < A {
                 break None;
             }
-            let Some(c) = walk.next_title(b0) else {
+            let Some(c) = walk.next_title(b0, D::WIDE_COPY) else {
                 break None;
             };
             copy = c;
@@ -1184,7 +1197,7 @@ impl Cq {
                         barrier::from_device();
                     }
                     // Step 3: one copy, decoded.
-                    ring.ring().copy_out(ring.entry(ci))
+                    ring.ring().copy_out(ring.entry(ci), D::WIDE_COPY)
                 }
             };
             let cqe = copy.to_cqe();
@@ -1346,7 +1359,7 @@ impl Cq {
         // published: not before it.
         barrier::from_device();
         // Step 3: one copy, decoded.
-        let copy = ring.ring().copy_out(e);
+        let copy = ring.ring().copy_out(e, D::WIDE_COPY);
         let op_own = copy.to_cqe().op_own;
         let bits = op_own.into_bits();
         let view = self.cfg.compression.map(|(_, format)| MiniView {
@@ -1515,7 +1528,7 @@ impl Cq {
             // The copy below reads the body the validity byte just
             // published: not before it (PRM-FACTS §9.2, §10.5).
             barrier::from_device();
-            copy = ring.ring().copy_out(e);
+            copy = ring.ring().copy_out(e, D::WIDE_COPY);
         };
         self.ci = ci;
         self.running = running;
@@ -1939,7 +1952,12 @@ fn write_array<const S: usize, D: SummaryWriter>(
     dst: &mut [CompletionSummary; MINI_CQE_ARRAY_SIZE],
     running: u16,
 ) -> u16 {
-    d.write(p, ring.ring().copy_out(ring.entry(index)), running, dst);
+    d.write(
+        p,
+        ring.ring().copy_out(ring.entry(index), D::WIDE_COPY),
+        running,
+        dst,
+    );
     ring.invalidate_array(index, slots);
     plan.end_running(running, len)
 }

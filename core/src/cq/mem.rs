@@ -15,11 +15,15 @@ use crate::prm::{
 };
 use core::ptr::NonNull;
 
-/// Alignment the ring base must have: the width of the widest load
-/// [`CqRing::copy_cqe`] issues. (mlx5dv CQ buffers are page-aligned.)
-pub(crate) const RING_ALIGN: usize = 16;
+/// Alignment the ring base must have: a CQE's size, so that every CQE
+/// proper is 64-byte aligned and may be copied with aligned loads as wide
+/// as 32 bytes ([`copy_at`]'s `wide`: a mini array as two `vmovdqa ymm`
+/// for the AVX2 writer). mlx5dv (rdma-core) and DPDK CQ buffers are
+/// page-aligned.
+pub(crate) const RING_ALIGN: usize = 64;
 
-/// One load of [`CqRing::copy_cqe`]: a 16-byte vector (`movdqa`).
+/// A quarter of a [`CqeCopy`]: one load of [`CqRing::copy_cqe`], a
+/// 16-byte vector (`movdqa`; [`copy_at`]'s wide copy loads two at once).
 #[cfg(target_arch = "x86_64")]
 type Chunk = core::arch::x86_64::__m128i;
 /// One load of [`CqRing::copy_cqe`]: a 16-byte vector (`ldr q`).
@@ -86,15 +90,13 @@ impl CqRing {
 
     /// Copies the 64-byte CQE of an entry out of device-written memory,
     /// once, into registers: the loads of [`Self::copy_cqe_to`] without the
-    /// stores (for decoders that work on the loaded vectors).
+    /// stores (for decoders that work on the loaded vectors). `wide`: as
+    /// in [`copy_at`].
     #[inline(always)]
-    pub(crate) fn copy_out(&self, e: Entry) -> CqeCopy {
-        let src = e.cqe.cast::<Chunk>();
-        // SAFETY: as in `copy_cqe_to`: the 64 source bytes are in bounds,
-        // `Chunk`-aligned, and any bits are a valid `Chunk`.
-        CqeCopy(core::array::from_fn(|i| unsafe {
-            src.add(i).read_volatile()
-        }))
+    pub(crate) fn copy_out(&self, e: Entry, wide: bool) -> CqeCopy {
+        // SAFETY: as in `copy_cqe_to`: the 64 source bytes of the entry
+        // are in bounds and 64-byte aligned.
+        unsafe { copy_at(e.cqe, wide) }
     }
 
     #[inline(always)]
@@ -337,20 +339,16 @@ impl<const S: usize> ArrayRun<S> {
     /// Array `i`'s slot copied out once ([`CqRing::copy_out`]); `None`
     /// past the run.
     #[inline(always)]
-    pub(crate) fn copy(&self, i: usize) -> Option<CqeCopy> {
+    /// `wide`: as in [`copy_at`].
+    pub(crate) fn copy(&self, i: usize, wide: bool) -> Option<CqeCopy> {
         if i >= self.len {
             return None;
         }
-        let src = self
-            .first
-            .wrapping_add(i * MINI_CQE_ARRAY_SIZE * S)
-            .cast::<Chunk>();
+        let src = self.first.wrapping_add(i * MINI_CQE_ARRAY_SIZE * S);
         // SAFETY: `i < len`: the array's slot is in bounds (`arrays` clamps
-        // the run to the ring's end) and its CQE proper is `Chunk`-aligned
-        // (as in `copy_cqe_to`); any bits are a valid `Chunk`.
-        Some(CqeCopy(core::array::from_fn(|j| unsafe {
-            src.add(j).read_volatile()
-        })))
+        // the run to the ring's end) and its CQE proper is 64-byte aligned
+        // (as in `copy_cqe_to`).
+        Some(unsafe { copy_at(src, wide) })
     }
 
     /// Invalidates array `i`'s slot and its seven holes (as
@@ -407,7 +405,8 @@ impl<const S: usize> SessionWalk<S> {
     /// the entry copied out once. `None` at the ring's end or for another
     /// byte, nothing else read.
     #[inline(always)]
-    pub(crate) fn next_title(&self, b0: u8) -> Option<CqeCopy> {
+    /// `wide`: as in [`copy_at`].
+    pub(crate) fn next_title(&self, b0: u8, wide: bool) -> Option<CqeCopy> {
         if self.left == 0 {
             return None;
         }
@@ -422,7 +421,7 @@ impl<const S: usize> SessionWalk<S> {
         crate::barrier::from_device();
         // SAFETY: as above, and the CQE proper is `Chunk`-aligned (as in
         // `copy_cqe_to`); any bits are a valid `Chunk`.
-        Some(unsafe { copy_at(self.at) })
+        Some(unsafe { copy_at(self.at, wide) })
     }
 
     /// [`Self::next_title`] for a caller that needs only the title's
@@ -496,7 +495,8 @@ impl<const S: usize> SessionWalk<S> {
     /// entry and the holes after it (`count - 1` entries) invalidated, the
     /// position moved past the session.
     #[inline(always)]
-    pub(crate) fn take(&mut self, count: u32) -> Option<CqeCopy> {
+    /// `wide`: as in [`copy_at`].
+    pub(crate) fn take(&mut self, count: u32, wide: bool) -> Option<CqeCopy> {
         let count = count as usize;
         if !(2..=MINI_CQE_ARRAY_SIZE).contains(&count) || count > self.left {
             return None;
@@ -504,7 +504,7 @@ impl<const S: usize> SessionWalk<S> {
         let array = self.at.wrapping_add(S);
         // SAFETY: `2 <= count <= left`: the array's entry (1 from the
         // position) is in bounds and `Chunk`-aligned (as in `next_title`).
-        let copy = unsafe { copy_at(array) };
+        let copy = unsafe { copy_at(array, wide) };
         let p = array.wrapping_add(OP_OWN);
         let store = |j: usize| {
             // SAFETY: `j < count - 1` at every call below: the `op_own`
@@ -564,12 +564,13 @@ impl<const S: usize> SessionArrays<S> {
     /// six holes after it invalidated (as [`SessionWalk::take`] of a
     /// session of eight).
     #[inline(always)]
-    pub(crate) fn first(&self) -> CqeCopy {
+    /// `wide`: as in [`copy_at`].
+    pub(crate) fn first(&self, wide: bool) -> CqeCopy {
         let array = self.title.wrapping_add(S);
         // SAFETY: `count > 8`: entry 1 is in bounds (`take_arrays` checked
         // `count` entries from the title before the ring's end) and
         // `Chunk`-aligned (as in `SessionWalk::next_title`).
-        let copy = unsafe { copy_at(array) };
+        let copy = unsafe { copy_at(array, wide) };
         let p = array.wrapping_add(OP_OWN);
         for j in 0..MINI_CQE_ARRAY_SIZE - 1 {
             // SAFETY: entry `1 + j <= 7 < count` from the title: in bounds
@@ -603,7 +604,8 @@ impl<const S: usize> SessionArrays<S> {
     /// `count % 8` minis and entries) copied out once, then its entries
     /// invalidated; `None` if the last array is whole.
     #[inline(always)]
-    pub(crate) fn last(&self) -> Option<CqeCopy> {
+    /// `wide`: as in [`copy_at`].
+    pub(crate) fn last(&self, wide: bool) -> Option<CqeCopy> {
         let len = self.count % MINI_CQE_ARRAY_SIZE;
         if len == 0 {
             return None;
@@ -613,7 +615,7 @@ impl<const S: usize> SessionArrays<S> {
             .wrapping_add(self.count / MINI_CQE_ARRAY_SIZE * MINI_CQE_ARRAY_SIZE * S);
         // SAFETY: entry `8 * (count / 8) < count` from the title: in bounds
         // and `Chunk`-aligned (as in `first`).
-        let copy = unsafe { copy_at(array) };
+        let copy = unsafe { copy_at(array, wide) };
         let p = array.wrapping_add(OP_OWN);
         for j in 0..len {
             // SAFETY: entry `8 * (count / 8) + j < count` from the title
@@ -729,7 +731,7 @@ impl<const S: usize> BlockRun<S> {
         }
         // SAFETY: `7k <= last`: an in-bounds entry of a ring aligned to
         // `RING_ALIGN`.
-        Some(unsafe { copy_at(self.first.wrapping_add(k * BLOCK_STEP * S)) })
+        Some(unsafe { copy_at(self.first.wrapping_add(k * BLOCK_STEP * S), false) })
     }
 
     /// The class of entry `k` by its validity byte and `num_and_type`, read
@@ -782,7 +784,7 @@ impl<const S: usize> BlockRun<S> {
             // not before it (PRM-FACTS §9.2, §10.5).
             crate::barrier::from_device();
             // SAFETY: `cqe` is in bounds (caller contract).
-            let copy = unsafe { copy_at(cqe) };
+            let copy = unsafe { copy_at(cqe, true) };
             return Some(Block { copy, full });
         }
         if diff as u8 != 0 {
@@ -792,7 +794,7 @@ impl<const S: usize> BlockRun<S> {
         // before it (PRM-FACTS §9.2, §10.5).
         crate::barrier::from_device();
         // SAFETY: as above.
-        let copy = unsafe { copy_at(cqe) };
+        let copy = unsafe { copy_at(cqe, true) };
         Some(Block { copy, full })
     }
 }
@@ -801,11 +803,32 @@ impl<const S: usize> BlockRun<S> {
 /// [`CqRing::copy_out`]). The caller read its ownership byte and issued
 /// the from-device barrier.
 ///
+/// `wide` (x86-64; ignored elsewhere): two 32-byte volatile loads, for
+/// callers compiled with AVX (one `vmovdqa ymm` each; the AVX2 writer then
+/// takes each 16-byte pair out of a register with one permute instead of
+/// an insert); otherwise four 16-byte loads, what a caller without AVX
+/// handles best. Either way each byte is read once.
+///
 /// # Safety
 /// `cqe` is the CQE proper of an in-bounds entry of a ring aligned to
 /// [`RING_ALIGN`].
 #[inline(always)]
-unsafe fn copy_at(cqe: *mut u8) -> CqeCopy {
+unsafe fn copy_at(cqe: *mut u8, wide: bool) -> CqeCopy {
+    #[cfg(target_arch = "x86_64")]
+    if wide {
+        use core::arch::x86_64::__m256i;
+        let src = cqe.cast::<__m256i>();
+        // SAFETY: the 64 bytes of an in-bounds CQE (caller contract), 64-byte
+        // aligned (a multiple of 64 from a `RING_ALIGN`-aligned base), so
+        // both 32-byte halves are `__m256i`-aligned (one `vmovdqa ymm` each
+        // in a caller compiled with AVX); any bits are a valid `__m256i`.
+        let halves = unsafe { [src.read_volatile(), src.add(1).read_volatile()] };
+        // SAFETY: two `__m256i` are the four `Chunk`s of a copy, in order
+        // (same size, plain integers: any bits are valid).
+        return CqeCopy(unsafe { core::mem::transmute::<[__m256i; 2], [Chunk; CHUNKS]>(halves) });
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = wide;
     let src = cqe.cast::<Chunk>();
     // SAFETY: the 64 bytes of an in-bounds CQE (caller contract),
     // `Chunk`-aligned; any bits are a valid `Chunk`.

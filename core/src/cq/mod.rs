@@ -129,8 +129,10 @@ pub enum CqInitError {
     CqeCountTooLarge(u32),
     /// The doorbell record is not 4-byte aligned.
     MisalignedDbrec,
-    /// The CQE buffer is not 16-byte aligned (CQEs are copied with aligned
-    /// 16-byte loads; mlx5dv buffers are page-aligned).
+    /// The CQE buffer is not 64-byte aligned (each CQE is copied with
+    /// aligned vector loads as wide as 32 bytes, and a mini array's two
+    /// 32-byte halves must not straddle; mlx5dv and DPDK CQ buffers are
+    /// page-aligned).
     MisalignedBuf,
     /// The UAR page is not 8-byte aligned.
     MisalignedUar,
@@ -436,7 +438,7 @@ impl Cq {
     /// `ci` (0 for a new CQ).
     ///
     /// # Safety
-    /// - `parts.buf` must point to `cqe_cnt * cqe_size` bytes (16-byte
+    /// - `parts.buf` must point to `cqe_cnt * cqe_size` bytes (64-byte
     ///   aligned, else [`CqInitError::MisalignedBuf`]), valid for
     ///   volatile reads and writes for the life of the `Cq`, written only by
     ///   the device (and this `Cq`).

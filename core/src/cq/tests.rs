@@ -158,6 +158,35 @@ fn requester_send_and_doorbell_record() {
     assert_eq!(cq.consumer_index(), 1);
 }
 
+/// The ring base must be 64-byte aligned (`mem::RING_ALIGN`: a mini
+/// array is copied as two aligned 32-byte halves): any other offset from a
+/// 64-byte boundary is refused, a 64-byte boundary accepted.
+#[test]
+fn ring_must_be_64_byte_aligned() {
+    let m = Mem::new(64, CqeSize::B64, false);
+    for off in [0, 8, 16, 32, 48, 64] {
+        let parts = CqParts {
+            // SAFETY: `off + 32 * 64` bytes lie inside the 64 entries.
+            buf: NonNull::new(unsafe { m.ring.add(off) }).unwrap(),
+            cqe_cnt: 32,
+            cqe_size: CqeSize::B64,
+            dbrec: NonNull::new(m.dbrec).unwrap(),
+            uar: None,
+            cqn: 0xa1,
+        };
+        // SAFETY: the memory lives as long as `m`, longer than the CQ.
+        let got = unsafe { Cq::from_raw_parts(parts, CqConfig::default(), 0) };
+        if off % 64 == 0 {
+            assert!(got.is_ok(), "offset {off}");
+        } else {
+            assert!(
+                matches!(got, Err(CqInitError::MisalignedBuf)),
+                "offset {off}"
+            );
+        }
+    }
+}
+
 use crate::prm::SendOpcode;
 
 #[test]

@@ -784,6 +784,12 @@ pub(crate) trait SummaryWriter: Copy {
     /// for the scalar one a run's set-up costs about what it saves.
     const RUNS: bool = true;
 
+    /// Whether the burst poller copies entries for this writer with the
+    /// widest loads ([`super::mem::CqRing::copy_out`]'s `wide`: two
+    /// 32-byte loads on x86-64), which only a writer compiled with AVX
+    /// takes without cost; the others get four 16-byte loads.
+    const WIDE_COPY: bool = false;
+
     /// The constants of `plan`.
     fn prepare(self, plan: Fused) -> Self::Prepared;
 
@@ -823,7 +829,7 @@ pub(crate) trait SummaryWriter: Copy {
             .take(arrays.len())
             .enumerate()
         {
-            let (Ok(dst), Some(copy)) = (dst.try_into(), arrays.copy(i)) else {
+            let (Ok(dst), Some(copy)) = (dst.try_into(), arrays.copy(i, false)) else {
                 break;
             };
             self.write::<MINI_CQE_ARRAY_SIZE>(p, copy, running, dst);

@@ -467,6 +467,9 @@ pub(crate) struct Avx2Writer(pub(crate) Avx2);
 impl SummaryWriter for Avx2Writer {
     type Prepared = Avx2Prepared;
 
+    // Its loops are compiled with AVX2: a copy is two `vmovdqa ymm`.
+    const WIDE_COPY: bool = true;
+
     #[inline(always)]
     fn prepare(self, plan: Fused) -> Avx2Prepared {
         // SAFETY: `self` holds the token, so AVX2 is available.
@@ -742,7 +745,7 @@ unsafe fn write_arrays_avx2<const S: usize, const RESUME: bool>(
         if RESUME {
             let chunks = out.chunks_exact_mut(MINI_CQE_ARRAY_SIZE);
             for (i, dst) in (0..arrays.len()).zip(chunks) {
-                let (Some(copy), Ok(dst)) = (arrays.copy(i), dst.try_into()) else {
+                let (Some(copy), Ok(dst)) = (arrays.copy(i, true), dst.try_into()) else {
                     break;
                 };
                 array_avx2(p, &mut acc, step, copy, dst);
@@ -755,7 +758,7 @@ unsafe fn write_arrays_avx2<const S: usize, const RESUME: bool>(
                 .take(arrays.len())
                 .enumerate()
             {
-                let (Some(copy), Ok(dst)) = (arrays.copy(i), dst.try_into()) else {
+                let (Some(copy), Ok(dst)) = (arrays.copy(i, true), dst.try_into()) else {
                     break;
                 };
                 array_avx2(p, &mut acc, step, copy, dst);

@@ -583,12 +583,19 @@ mod ring_copy {
         Init(CqInitError),
     }
 
-    /// A heap copy of the ring bytes and an 8-byte doorbell record, held
-    /// only as raw pointers so the CQ's accesses and ours share one
-    /// provenance.
+    /// One 64-byte line of the copy, 64-byte aligned (the alignment the
+    /// core requires of a CQ buffer, `CqInitError::MisalignedBuf`).
+    #[derive(Debug, Clone, Copy)]
+    #[repr(C, align(64))]
+    struct Line([u8; 64]);
+
+    /// A heap copy of the ring bytes (64-byte aligned, in whole lines) and
+    /// an 8-byte doorbell record, held only as raw pointers so the CQ's
+    /// accesses and ours share one provenance.
     #[derive(Debug)]
     pub(super) struct RingCopy {
         ring: NonNull<u8>,
+        /// The bytes copied (the lines hold `len.div_ceil(64) * 64`).
         len: usize,
         dbrec: NonNull<[u32; 2]>,
     }
@@ -597,7 +604,11 @@ mod ring_copy {
         /// Copies `bytes`.
         pub(super) fn new(bytes: &[u8]) -> Self {
             let len = bytes.len();
-            let ring = NonNull::from(Box::leak(bytes.to_vec().into_boxed_slice())).cast::<u8>();
+            let mut lines = vec![Line([0; 64]); len.div_ceil(64)];
+            for (line, chunk) in lines.iter_mut().zip(bytes.chunks(64)) {
+                line.0[..chunk.len()].copy_from_slice(chunk);
+            }
+            let ring = NonNull::from(Box::leak(lines.into_boxed_slice())).cast::<u8>();
             let dbrec = NonNull::from(Box::leak(Box::new([0u32; 2])));
             Self { ring, len, dbrec }
         }
@@ -643,7 +654,10 @@ mod ring_copy {
 
     impl Drop for RingCopy {
         fn drop(&mut self) {
-            let ring = std::ptr::slice_from_raw_parts_mut(self.ring.as_ptr(), self.len);
+            let ring = std::ptr::slice_from_raw_parts_mut(
+                self.ring.as_ptr().cast::<Line>(),
+                self.len.div_ceil(64),
+            );
             // SAFETY: both pointers came from `Box::leak` in `new` with
             // exactly these types and lengths, no CQ over them is alive
             // (`with_cq` drops its CQ before returning), and they are
