@@ -49,7 +49,7 @@ impl Drop for Mem {
     }
 }
 
-/// 64 bytes, 64-byte aligned (CQ rings must be 16-byte aligned).
+/// 64 bytes, 64-byte aligned (CQ rings must be 64-byte aligned).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([u8; 64]);
