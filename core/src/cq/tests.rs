@@ -848,28 +848,51 @@ fn burst_malformed_block_after_full_blocks() {
     }
 }
 
-/// Basic sessions of more than one mini array back to back (20, 17 and
-/// 16 minis: a partial last array, a whole one), then a plain CQE:
-/// `poll_burst` (its loop for long sessions) in calls of several sizes,
-/// some ending inside a session, gives what `poll` gives, call by call,
-/// and leaves the ring's bytes (the invalidated slots) as `poll` does.
-/// Deterministic, so that miri reaches `mem::SessionArrays` (the random
-/// streams it runs are too few).
-#[test]
-fn burst_long_basic_sessions_match_poll() {
+/// `poll` on `cqs.0` and `poll_burst` on `cqs.1` (over `mems[0]` and
+/// `mems[1]`, equal streams) in `calls` calls of the sizes `sizes`
+/// (cycled): each call's result, summaries, consumer index, session state
+/// and doorbell record equal. Returns the completions polled.
+fn calls_match_poll(
+    mems: &[Mem; 2],
+    cqs: (&mut Cq, &mut Cq),
+    sizes: &[usize],
+    calls: usize,
+    what: &str,
+) -> usize {
+    let (cq0, cq1) = cqs;
+    let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
+    let mut total = 0;
+    for (call, &size) in sizes.iter().cycle().take(calls).enumerate() {
+        let mut want = Vec::new();
+        let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
+        let mut buf = std::vec![CompletionSummary::default(); size];
+        let r1 = cq1.poll_burst(&mut w1, &mut buf);
+        let what = std::format!("{what} sizes {sizes:?} call {call}");
+        assert_eq!(r1, r0, "{what}");
+        assert_eq!(&buf[..want.len()], &want[..], "{what}");
+        assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
+        assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
+        assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
+        total += want.len();
+    }
+    total
+}
+
+/// Basic sessions of `counts` minis back to back from slot 0 of a ring of
+/// `cqe_cnt` slots, then a plain CQE: `poll_burst` in 12 calls of each
+/// size list of `size_lists` gives what `poll` gives, call by call
+/// ([`calls_match_poll`]), every completion, and leaves the ring's bytes
+/// (the invalidated slots) as `poll` does.
+fn basic_sessions_match_poll(counts: &[u32], cqe_cnt: usize, size_lists: &[&[usize]]) {
     for path in unzip_paths() {
-        for sizes in [
-            &[256usize][..],
-            &[12, 9, 30, 8, 64],
-            &[8, 8, 8, 8, 8, 8, 8, 8],
-        ] {
+        for &sizes in size_lists {
             let mems = [
-                Mem::new(128, CqeSize::B64, false),
-                Mem::new(128, CqeSize::B64, false),
+                Mem::new(cqe_cnt, CqeSize::B64, false),
+                Mem::new(cqe_cnt, CqeSize::B64, false),
             ];
             for m in &mems {
                 let mut slot = 0;
-                for count in [20u32, 17, 16] {
+                for &count in counts {
                     let minis: Vec<MiniCqe> = (0..count)
                         .map(|i| hash_mini(slot as u32 * 0x100 + i, 64 + i))
                         .collect();
@@ -883,24 +906,10 @@ fn burst_long_basic_sessions_match_poll() {
                 ..basic_cfg(MiniCqeFormat::Hash)
             };
             let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
-            let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
-            let mut total = 0;
-            for (call, &size) in sizes.iter().cycle().take(12).enumerate() {
-                let mut want = Vec::new();
-                let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
-                let mut buf = std::vec![CompletionSummary::default(); size];
-                let r1 = cq1.poll_burst(&mut w1, &mut buf);
-                let what = std::format!("{} sizes {sizes:?} call {call}", path.name());
-                assert_eq!(r1, r0, "{what}");
-                assert_eq!(&buf[..want.len()], &want[..], "{what}");
-                assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
-                assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
-                assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
-                total += want.len();
-            }
+            let total = calls_match_poll(&mems, (&mut cq0, &mut cq1), sizes, 12, path.name());
             let what = std::format!("{} sizes {sizes:?}", path.name());
-            assert_eq!(total, 20 + 17 + 16 + 1, "{what}");
-            for slot in 0..128 {
+            assert_eq!(total, counts.iter().sum::<u32>() as usize + 1, "{what}");
+            for slot in 0..cqe_cnt {
                 assert_eq!(
                     mems[1].slot_bytes(slot),
                     mems[0].slot_bytes(slot),
@@ -911,6 +920,22 @@ fn burst_long_basic_sessions_match_poll() {
     }
 }
 
+/// Basic sessions of more than one mini array back to back (20, 17 and
+/// 16 minis: a partial last array, a whole one), then a plain CQE:
+/// `poll_burst` (its loop for long sessions) in calls of several sizes,
+/// some ending inside a session, gives what `poll` gives, call by call,
+/// and leaves the ring's bytes (the invalidated slots) as `poll` does.
+/// Deterministic, so that miri reaches `mem::SessionArrays` (the random
+/// streams it runs are too few).
+#[test]
+fn burst_long_basic_sessions_match_poll() {
+    basic_sessions_match_poll(
+        &[20, 17, 16],
+        128,
+        &[&[256], &[12, 9, 30, 8, 64], &[8, 8, 8, 8, 8, 8, 8, 8]],
+    );
+}
+
 /// Short basic sessions followed by a longer one of the same opcode: the
 /// short sessions' loop reads the long title's count and counter only, and
 /// hands the whole title (the rest of it read then,
@@ -919,55 +944,11 @@ fn burst_long_basic_sessions_match_poll() {
 /// record, ring bytes).
 #[test]
 fn burst_short_then_long_basic_sessions_match_poll() {
-    for path in unzip_paths() {
-        for sizes in [&[256usize][..], &[16, 9, 32], &[8, 8, 8, 8, 8, 8, 8, 8]] {
-            let mems = [
-                Mem::new(64, CqeSize::B64, false),
-                Mem::new(64, CqeSize::B64, false),
-            ];
-            let counts = [8u32, 6, 20, 8, 3];
-            for m in &mems {
-                let mut slot = 0;
-                for count in counts {
-                    let minis: Vec<MiniCqe> = (0..count)
-                        .map(|i| hash_mini(slot as u32 * 0x100 + i, 64 + i))
-                        .collect();
-                    put_basic_session(m, slot, &title_basic(count, slot as u16, false), &minis);
-                    slot += count as usize;
-                }
-                m.put(slot, &cqe(CqeOpcode::RespSend, false, slot as u16));
-            }
-            let cfg = CqConfig {
-                unzip: path,
-                ..basic_cfg(MiniCqeFormat::Hash)
-            };
-            let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
-            let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
-            let mut total = 0;
-            for (call, &size) in sizes.iter().cycle().take(12).enumerate() {
-                let mut want = Vec::new();
-                let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
-                let mut buf = std::vec![CompletionSummary::default(); size];
-                let r1 = cq1.poll_burst(&mut w1, &mut buf);
-                let what = std::format!("{} sizes {sizes:?} call {call}", path.name());
-                assert_eq!(r1, r0, "{what}");
-                assert_eq!(&buf[..want.len()], &want[..], "{what}");
-                assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
-                assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
-                assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
-                total += want.len();
-            }
-            let what = std::format!("{} sizes {sizes:?}", path.name());
-            assert_eq!(total, counts.iter().sum::<u32>() as usize + 1, "{what}");
-            for slot in 0..64 {
-                assert_eq!(
-                    mems[1].slot_bytes(slot),
-                    mems[0].slot_bytes(slot),
-                    "{what} slot {slot}"
-                );
-            }
-        }
-    }
+    basic_sessions_match_poll(
+        &[8, 6, 20, 8, 3],
+        64,
+        &[&[256], &[16, 9, 32], &[8, 8, 8, 8, 8, 8, 8, 8]],
+    );
 }
 
 /// Enhanced sessions of one opcode back to back (title, full blocks, a
@@ -1026,21 +1007,7 @@ fn burst_enhanced_sessions_match_poll() {
                 ..enh_cfg(MiniCqeFormat::Hash)
             };
             let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
-            let (mut w0, mut w1) = (RawCounters::default(), RawCounters::default());
-            let mut got = 0;
-            for (call, &size) in sizes.iter().cycle().take(40).enumerate() {
-                let mut want = Vec::new();
-                let r0 = cq0.poll(&mut w0, size, |c| want.push(c.summary()));
-                let mut buf = std::vec![CompletionSummary::default(); size];
-                let r1 = cq1.poll_burst(&mut w1, &mut buf);
-                let what = std::format!("{} sizes {sizes:?} call {call}", path.name());
-                assert_eq!(r1, r0, "{what}");
-                assert_eq!(&buf[..want.len()], &want[..], "{what}");
-                assert_eq!(cq1.consumer_index(), cq0.consumer_index(), "{what}");
-                assert_eq!(cq1.in_session(), cq0.in_session(), "{what}");
-                assert_eq!(mems[1].dbrec(), mems[0].dbrec(), "{what}");
-                got += want.len();
-            }
+            let got = calls_match_poll(&mems, (&mut cq0, &mut cq1), sizes, 40, path.name());
             assert_eq!(got, total, "{} sizes {sizes:?}", path.name());
         }
     }
