@@ -49,10 +49,12 @@
 //! the entry at the consumer index is a session title, sessions of one
 //! array (two to eight minis, a stream of short sessions) go through a
 //! loop of their own (`Cq::short_sessions`: the plan looked up once by
-//! the title's opcode, a pointer walk up to the ring's end, each next
-//! title taken if its ownership byte equals the first's, then only its
-//! count and counter read, the rest of it only if the loop leaves it to
-//! the general steps; no session stored, no title copied into `cur`); a
+//! the title's opcode, one index and one bound for the ring up to its end
+//! and for `out` (a session of `c` minis takes `c` entries and `c`
+//! summaries), two sessions per turn, each next title taken if its
+//! ownership byte equals the first's, then only its count and counter
+//! read, the rest of it only if the loop leaves it to the general steps;
+//! no session stored, no title copied into `cur`); a
 //! title of more arrays goes out
 //! of line to `Cq::long_titles`: the sessions from it in a loop of their
 //! own (`Cq::long_sessions`: the plan looked up once, a pointer walk up
@@ -203,6 +205,20 @@ enum Taken {
     Stop,
 }
 
+/// Why the loop of one bound of [`Cq::short_sessions`] stopped.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// No next title of the first's ownership byte: the sessions are done.
+    Done,
+    /// `out` has room for fewer than eight or the ring's end is fewer than
+    /// eight entries on (or the first title was not taken): `out` full, or
+    /// the rest one session at a time.
+    Bound,
+    /// A next title (its count, host order, and first counter read) not of
+    /// one array: for the general steps.
+    Other(u32, u16),
+}
+
 /// Whether `op_own`, with the owner bit folded to 0 for "ours", is a plain
 /// CQE the burst loop decodes itself: opcode below `limit`, format 0 or 1
 /// (format bit 3 clear: no data in a 128-byte slot's first half, not
@@ -234,6 +250,38 @@ const fn plain_of(op_own: u8, opcode: u8) -> bool {
 #[cold]
 #[inline(always)]
 fn rare() {}
+
+/// Whether `op_own` is an owned compressed CQE (a session title) in a
+/// pass of parity `phase`: [`ODD`] in [`CLASSES`] (on any RQ: a compressed
+/// format is never [`plain`]) and of format [`FORMAT_COMPRESSED`], without
+/// the table (PRM-FACTS §9.2: owned iff the opcode is not INVALID and the
+/// owner bit equals the parity).
+#[inline(always)]
+const fn compressed_title(op_own: u8, phase: bool) -> bool {
+    (op_own ^ phase as u8) & (FORMAT_MASK | 1) == FORMAT_COMPRESSED
+        && op_own >> 4 != CqeOpcode::Invalid.raw()
+}
+
+// `compressed_title` is `CLASSES`' `ODD` of format `FORMAT_COMPRESSED`,
+// for every byte, parity and RQ kind (checked at compile time).
+const _: () = {
+    let mut s = 0;
+    while s < 2 {
+        let mut phase = 0;
+        while phase < 2 {
+            let t = classes(plain_limit(s == 1), phase);
+            let mut b = 0;
+            while b < 256 {
+                let op_own = b as u8;
+                let odd = t[b] == ODD && op_own & FORMAT_MASK == FORMAT_COMPRESSED;
+                assert!(compressed_title(op_own, phase == 1) == odd);
+                b += 1;
+            }
+            phase += 1;
+        }
+        s += 1;
+    }
+};
 
 /// Classes of a basic-layout ownership byte ([`CLASSES`]).
 const NOT_OWNED: u8 = 0;
@@ -437,6 +485,12 @@ impl Cq {
             if let Some(t) = long {
                 rare();
                 (n, result) = d.long_titles::<S, W>(self, t.op_own, t.copy, out);
+                if n == out.len() && result.is_ok() {
+                    // `out` full (the usual call that opens a long
+                    // session): published at once.
+                    self.update_ci();
+                    return Ok(n);
+                }
             } else if n == out.len() {
                 // `out` full (the usual call in a stream of short
                 // sessions): published at once. (`result` is `Ok`: the
@@ -709,9 +763,7 @@ impl Cq {
         let e = ring.entry(ci);
         // Step 1: the ownership byte (PRM-FACTS §9.2), once.
         let b = ring.ring().read_op_own(e);
-        let class = &CLASSES[usize::from(self.cfg.striding_rq)];
-        let class = &class[usize::from(ci & self.size.entries() != 0)];
-        if class[usize::from(b)] != ODD || b & FORMAT_MASK != FORMAT_COMPRESSED {
+        if !compressed_title(b, ci & self.size.entries() != 0) {
             return (0, Ok(()), None);
         }
         // Step 2: the copy reads the body the byte just published.
@@ -855,9 +907,17 @@ impl Cq {
     /// reads it once the session is done; `batch_has_title` is cleared as
     /// when it opens). Of each next title only `byte_cnt` and
     /// `wqe_counter` are read after the barrier
-    /// ([`super::mem::SessionWalk::next_title_fields`]: two loads where the
-    /// whole copy is four vector loads and two extracts). Returns the count
-    /// and, if the title at the new `self.ci` was read but is not such a
+    /// ([`super::mem::ShortRun::title`]: two loads where the whole copy is
+    /// four vector loads and two extracts). While `out` has room for eight
+    /// and the ring's end is eight entries on or more, the sessions go
+    /// through a loop of one index and one bound for both (a session of
+    /// `c` minis takes `c` entries and writes `c` summaries:
+    /// [`super::mem::ShortRun`]), two sessions per turn (the last session's
+    /// count and first counter change registers instead of being moved),
+    /// each count kept as read (big-endian: a session of eight is one
+    /// compare, no swap); the last sessions before the ring's end one at a
+    /// time, each bound tested ([`super::mem::SessionWalk`]). Returns the
+    /// count and, if the title at the new `self.ci` was read but is not such a
     /// session (more minis, a malformed count, no plan, its entries wrap
     /// the ring, less room), its whole copy for the general steps (the
     /// bytes not read yet read then,
@@ -881,53 +941,120 @@ impl Cq {
         let mut walk = ring.sessions(self.ci);
         let title = first.to_cqe();
         let (mut count, mut start) = (title.byte_cnt.get(), title.wqe_counter.get());
-        // The last session written (its count and first counter): the
-        // running counter after it, once the loop is over.
-        let mut last = None;
         let total = out.len();
-        // `out` past the sessions written: a pointer and a length, no
-        // running index.
-        let mut rest = out;
-        let left = loop {
-            let Some(dst) = rest.first_chunk_mut::<A>() else {
-                // (Only before the first session: after one, the room
-                // test below came first.)
-                break if last.is_none() {
-                    Some(first)
-                } else {
-                    walk.title_rest(b0, count, start)
-                };
-            };
+        // The sessions while `out` has room for eight and the ring's end
+        // is eight entries on or more (a session of `c` minis takes `c`
+        // entries and `c` summaries: one index and one bound for both), in
+        // a loop of their own, the last session's count and first counter
+        // in its registers.
+        let mut fast = Stop::Bound;
+        let mut i = 0;
+        if let Some(mut run) = walk.short_run(out) {
+            // (`count`, `c1`, `c2` as read: big-endian, until the loop is
+            // over.)
+            count = count.to_be();
             // The array at slot offset 1 (its slot and the holes up to the
             // next title invalidated: as the first array of
-            // `session_arrays`), if one array and before the ring's end.
-            let Some(array) = walk.take(count, D::WIDE_COPY) else {
-                // (After the first title, only its two fields were read:
-                // the rest now. Never `None` there: the walk is on it.)
-                break if last.is_none() {
-                    Some(first)
-                } else {
-                    walk.title_rest(b0, count, start)
+            // `session_arrays`), if one array (else `Stop::Bound` with no
+            // session taken: the steps below).
+            if let Some((array, dst)) = run.session(count, D::WIDE_COPY) {
+                d.write(&p, array, start, dst);
+                // The next title, if `out` and the ring have room for
+                // eight more: its ownership byte once (`b0` in this pass is
+                // an owned title of the same opcode: the same plan), the
+                // barrier, its count and first counter; its session as the
+                // first's, if of one array (`None`: not of one array;
+                // `title` tested the room). Each break gives the last
+                // session written (its count and first counter).
+                macro_rules! next_session {
+                    ($last_c:ident, $last_s:ident, $c:ident, $s:ident) => {
+                        let ($c, $s) = match run.title(b0) {
+                            Some(Some(t)) => t,
+                            Some(None) => break (Stop::Done, $last_c, $last_s),
+                            None => break (Stop::Bound, $last_c, $last_s),
+                        };
+                        let Some((array, dst)) = run.session($c, D::WIDE_COPY) else {
+                            break (Stop::Other(u32::from_be($c), $s), $last_c, $last_s);
+                        };
+                        d.write(&p, array, $s, dst);
+                    };
+                }
+                // (Two sessions per turn: the last one's count and counter
+                // change registers without a move.)
+                (fast, count, start) = loop {
+                    next_session!(count, start, c1, s1);
+                    next_session!(c1, s1, c2, s2);
+                    (count, start) = (c2, s2);
                 };
-            };
-            d.write(&p, array, start, dst);
-            last = Some((start, count));
-            // (`count` is at most 8: `take` took it.)
-            rest = rest.get_mut(count as usize..).unwrap_or_default();
-            // The next title, if `out` has room for eight more: its
-            // ownership byte once (`b0` in this pass is an owned title of
-            // the same opcode: the same plan), the barrier, its count and
-            // first counter.
-            if rest.len() < A {
-                break None;
             }
-            let Some(t) = walk.next_title_fields(b0) else {
-                break None;
-            };
-            (count, start) = t;
+            count = u32::from_be(count);
+            i = run.taken();
+        }
+        // The last session written (its first counter and count): the
+        // running counter after it, once the loops are over.
+        let mut last = (i > 0).then_some((start, count));
+        let (n, left) = match fast {
+            Stop::Done => (i, None),
+            Stop::Other(c, s) => {
+                rare();
+                // (Only its two fields were read: the rest now.)
+                walk.skip(i);
+                (i, walk.title_rest(b0, c, s))
+            }
+            Stop::Bound if i > 0 && i + A > total => (i, None),
+            Stop::Bound => {
+                // The first title not taken above, or the ring's end less
+                // than eight entries on: one session at a time, each bound
+                // tested.
+                rare();
+                walk.skip(i);
+                let mut rest = out.get_mut(i..).unwrap_or_default();
+                let rest0 = rest.len();
+                let mut next = if i > 0 {
+                    // (Room for eight: the test above.)
+                    walk.next_title_fields(b0)
+                } else {
+                    Some((count, start))
+                };
+                let left = loop {
+                    let Some((c, s)) = next else {
+                        break None;
+                    };
+                    let Some(dst) = rest.first_chunk_mut::<A>() else {
+                        break if last.is_none() {
+                            Some(first)
+                        } else {
+                            walk.title_rest(b0, c, s)
+                        };
+                    };
+                    // The array at slot offset 1 (its slot and the holes up
+                    // to the next title invalidated: as the first array of
+                    // `session_arrays`), if one array and before the
+                    // ring's end.
+                    let Some(array) = walk.take(c, D::WIDE_COPY) else {
+                        // (After the first title, only its two fields were
+                        // read: the rest now. Never `None` there: the walk
+                        // is on it.)
+                        break if last.is_none() {
+                            Some(first)
+                        } else {
+                            walk.title_rest(b0, c, s)
+                        };
+                    };
+                    d.write(&p, array, s, dst);
+                    last = Some((s, c));
+                    // (`c` is at most 8: `take` took it.)
+                    rest = rest.get_mut(c as usize..).unwrap_or_default();
+                    if rest.len() < A {
+                        break None;
+                    }
+                    next = walk.next_title_fields(b0);
+                };
+                (i + rest0 - rest.len(), left)
+            }
         };
-        let n = total - rest.len();
         if let Some((start, count)) = last {
+            // (Entries taken = summaries written.)
             self.ci = self.ci.wrapping_add(n as u32);
             self.running = plan.end_running(start, count);
             self.batch_has_title = false;

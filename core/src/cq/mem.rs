@@ -13,6 +13,7 @@ use crate::prm::{
     Be32, CqArmWord, Cqe64, MiniCqeArray, SopDropQpn, SrqnUidx, CQE_INVALIDATE, CQ_CI_MASK,
     ENHANCED_FULL_BLOCK, ENHANCED_MAX_MINIS, ENHANCED_NUM_AND_TYPE_MASK, MINI_CQE_ARRAY_SIZE,
 };
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 
 /// Alignment the ring base must have: a CQE's size, so that every CQE
@@ -522,6 +523,173 @@ impl<const S: usize> SessionWalk<S> {
         self.at = self.at.wrapping_add(count * S);
         self.left -= count;
         Some(copy)
+    }
+}
+
+impl<const S: usize> SessionWalk<S> {
+    /// Moves the position `i` entries on (at most to the ring's end).
+    #[inline(always)]
+    pub(crate) fn skip(&mut self, i: usize) {
+        let i = i.min(self.left);
+        self.at = self.at.wrapping_add(i * S);
+        self.left -= i;
+    }
+}
+
+/// Bytes of a [`CompletionSummary`].
+const SUMMARY: usize = core::mem::size_of::<CompletionSummary>();
+
+/// Basic layout: the start of a [`SessionWalk`] and of the `out` of a
+/// burst, walked together by the burst poller one session of one mini
+/// array at a time while both have room for eight (a session of `c`
+/// minis takes `c` entries and writes `c` summaries, eight stored): one
+/// index and one bound for both, no index masking (from
+/// [`SessionWalk::short_run`]). Below, `i` is the run's index (entries
+/// taken, `off / SUMMARY`) and `left` the walk's entries to the ring's end
+/// when the run began.
+#[derive(Debug)]
+pub(crate) struct ShortRun<'a, const S: usize> {
+    /// The CQE proper of the walk's entry at index 0.
+    at: *mut u8,
+    /// `out[0]`.
+    dst: *mut CompletionSummary,
+    /// Entries (= summaries) taken, times [`SUMMARY`] (the summaries'
+    /// offset in bytes; the entries' is a multiple of it, `S / SUMMARY`).
+    off: usize,
+    /// The last `off` with room for eight: the smaller of `out.len()` and
+    /// the entries to the ring's end, less eight, times [`SUMMARY`].
+    last: usize,
+    /// `dst` borrows `out` mutably.
+    _out: PhantomData<&'a mut [CompletionSummary]>,
+}
+
+impl<const S: usize> SessionWalk<S> {
+    /// The walk (not moved) and `out` as a [`ShortRun`], if both have room
+    /// for eight.
+    #[inline(always)]
+    pub(crate) fn short_run<'a>(
+        &self,
+        out: &'a mut [CompletionSummary],
+    ) -> Option<ShortRun<'a, S>> {
+        let last = out.len().min(self.left).checked_sub(MINI_CQE_ARRAY_SIZE)?;
+        Some(ShortRun {
+            at: self.at,
+            dst: out.as_mut_ptr(),
+            off: 0,
+            last: last * SUMMARY,
+            _out: PhantomData,
+        })
+    }
+}
+
+impl<const S: usize> ShortRun<'_, S> {
+    /// An entry's offset is `S / SUMMARY` times its summary's.
+    const ENTRY_PER_SUMMARY: usize = {
+        assert!(S % SUMMARY == 0);
+        S / SUMMARY
+    };
+
+    /// Entries taken (= summaries written).
+    #[inline(always)]
+    pub(crate) fn taken(&self) -> usize {
+        self.off / SUMMARY
+    }
+
+    /// The title at the run's index (`i`), if the run has room for eight
+    /// more:
+    /// `Some(None)` if its `op_own` byte, read once (volatile), is not
+    /// `b0` (nothing else read); else (for a caller that classified `b0`
+    /// in this pass: an owned session title) the from-device barrier,
+    /// then its `byte_cnt` and `wqe_counter` copied once (two loads), the
+    /// count as read (big-endian: [`ShortRun::session`] takes it so), the
+    /// counter in host order (as [`SessionWalk::next_title_fields`]).
+    /// `None`, nothing read, with less room.
+    #[inline(always)]
+    pub(crate) fn title(&self, b0: u8) -> Option<Option<(u32, u16)>> {
+        if self.off > self.last {
+            return None;
+        }
+        let at = self.at.wrapping_add(self.off * Self::ENTRY_PER_SUMMARY);
+        // SAFETY: `off <= last`, so `i + 8 <= left`: the entry is in bounds;
+        // u8 has no alignment need.
+        if unsafe { at.add(OP_OWN).read_volatile() } != b0 {
+            return Some(None);
+        }
+        // The fields read the body the ownership byte just published: not
+        // before it (PRM-FACTS §9.2).
+        crate::barrier::from_device();
+        // SAFETY: as above; both fields are naturally aligned in the
+        // `Chunk`-aligned CQE proper.
+        let (count, counter) = unsafe {
+            (
+                at.add(BYTE_CNT).cast::<u32>().read_volatile(),
+                at.add(WQE_COUNTER).cast::<u16>().read_volatile(),
+            )
+        };
+        Some(Some((count, u16::from_be(counter))))
+    }
+
+    /// The session of `count` minis (`count_be`: `byte_cnt` as read,
+    /// big-endian; a session of eight, the usual one, needs no swap)
+    /// titled by the entry at the run's index, if it has one mini array
+    /// (`count` 2 to 8) and the run room for eight: its array (the next
+    /// entry) copied once, that entry and the holes after it (`count - 1`
+    /// entries) invalidated (as [`SessionWalk::take`]), the index moved
+    /// past the session; with the eight summaries of `out` from the
+    /// session's first (lanes past `count` land on later summaries, which
+    /// the next session or the caller's count covers). `None`, nothing
+    /// read or written, otherwise.
+    /// `wide`: as in [`copy_at`].
+    #[inline(always)]
+    pub(crate) fn session(
+        &mut self,
+        count_be: u32,
+        wide: bool,
+    ) -> Option<(CqeCopy, &mut [CompletionSummary; MINI_CQE_ARRAY_SIZE])> {
+        if self.off > self.last {
+            return None;
+        }
+        let array = self.at.wrapping_add(self.off * Self::ENTRY_PER_SUMMARY + S);
+        let p = array.wrapping_add(OP_OWN);
+        let store = |j: usize| {
+            // SAFETY: `j < count - 1 <= 7` at every call below: the
+            // `op_own` byte of entry `i + 1 + j < i + 8 <= left` (`off <=
+            // last`), in bounds and valid for writes; the device does not
+            // write consumed slots (as in `CqRing::write_op_own_range`).
+            unsafe { p.add(j * S).write_volatile(CQE_INVALIDATE) }
+        };
+        // SAFETY: `off <= last`, so `i + 8 <= out.len()`: `out[i..i + 8]`
+        // (`off` bytes on), in bounds, `CompletionSummary`-aligned, borrowed
+        // mutably for `'a` through `dst` (`out` is not used while the run
+        // lives) and handed out only for as long as `self` is borrowed
+        // mutably, so not aliased.
+        let dst = unsafe {
+            &mut *self
+                .dst
+                .byte_add(self.off)
+                .cast::<[CompletionSummary; MINI_CQE_ARRAY_SIZE]>()
+        };
+        // (Seven: a session of eight.)
+        let copy = if count_be == (MINI_CQE_ARRAY_SIZE as u32).to_be() {
+            // SAFETY: `off <= last`, so `i + 8 <= left`: the array's entry
+            // (`i + 1`) is in bounds and `Chunk`-aligned (as in
+            // `SessionWalk::next_title`).
+            let copy = unsafe { copy_at(array, wide) };
+            (0..MINI_CQE_ARRAY_SIZE - 1).for_each(store);
+            self.off += MINI_CQE_ARRAY_SIZE * SUMMARY;
+            copy
+        } else {
+            let count = u32::from_be(count_be) as usize;
+            if !(2..MINI_CQE_ARRAY_SIZE).contains(&count) {
+                return None;
+            }
+            // SAFETY: as above.
+            let copy = unsafe { copy_at(array, wide) };
+            (0..count - 1).for_each(store);
+            self.off += count * SUMMARY;
+            copy
+        };
+        Some((copy, dst))
     }
 }
 

@@ -951,6 +951,21 @@ fn burst_short_then_long_basic_sessions_match_poll() {
     );
 }
 
+/// Short basic sessions of several counts up to two entries before the
+/// ring's end, then a plain CQE: the short sessions' loop of one bound
+/// (`mem::ShortRun`) stops when the ring's end is fewer than eight entries
+/// on, and the last sessions go one at a time (`mem::SessionWalk`), in
+/// calls of several sizes against `poll` (summaries, consumer index,
+/// doorbell record, ring bytes). Deterministic, so that miri reaches both.
+#[test]
+fn burst_short_basic_sessions_to_the_ring_end_match_poll() {
+    basic_sessions_match_poll(
+        &[8, 8, 5, 8, 8, 8, 3, 8, 2, 4],
+        64,
+        &[&[256], &[16, 9, 32], &[8, 8, 8, 8, 8, 8, 8, 8], &[64, 64]],
+    );
+}
+
 /// Enhanced sessions of one opcode back to back (title, full blocks, a
 /// shorter last block; sessions of 8, 7, 3, 14, 2, 20 and 64 minis), two
 /// titles in a row, then a plain CQE of another opcode and a last
