@@ -115,7 +115,7 @@ use super::mem::{
     store_summary, CqeCopy, PlainFields, Run, SizedRing, FIELDS_COUNTER, FIELDS_IDS, FIELDS_OPCODE,
     OP_OWN, VALIDITY,
 };
-use super::zip::{self, Fused, MiniView, ScalarWriter, Session, SummaryWriter, Unzip};
+use super::zip::{self, Fused, ScalarWriter, Session, SummaryWriter, Unzip};
 use super::{
     lookup_error, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title, UnzipPath,
     WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64, FORMAT_MASK, NO_ZIP,
@@ -164,12 +164,8 @@ fn identity_lanes(
 }
 
 /// How the burst poller writes the compressed CQEs (enhanced layout) of
-/// the titles of one opcode whole: how the CQ's minis read (a carried
-/// block's decoding is built from it and the committed title), the plan,
-/// the writer's constants.
+/// the titles of one opcode whole: the plan, the writer's constants.
 struct BlockPlan<D: SummaryWriter> {
-    /// How the CQ's minis read (`Unzip::new` of a carried block's title).
-    view: MiniView,
     plan: Fused,
     p: D::Prepared,
 }
@@ -530,7 +526,7 @@ impl Cq {
         let (mut n, pending, more) = self.enhanced_resume::<S, D>(ring, d, out);
         if let Some(rest) = out.get_mut(n..).filter(|r| more && !r.is_empty()) {
             let start = self.ci;
-            let (k, result) = d.enhanced_loop::<S, W>(self, ring, wqs, rest, pending);
+            let (k, result) = d.enhanced_loop::<S, W>(self, wqs, rest, pending);
             n += k;
             // As `poll_in`: publish whatever was consumed, error or not.
             if n > 0 || self.ci != start {
@@ -606,6 +602,25 @@ impl Cq {
             return (0, Ok(()));
         };
         self.burst_loop::<M, S, W, D>(ring, d, wqs, out)
+    }
+
+    /// [`Self::enhanced_loop`] on the CQ's ring of slot size `S`, looked up
+    /// here: the entry of the writers' out-of-line enhanced loops
+    /// ([`SummaryWriter::enhanced_loop`]; a ring passed as an argument
+    /// lives on the caller's stack, and so does every use of it there).
+    #[inline(always)]
+    pub(super) fn enhanced_loop_out<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+        pending: Option<CqeCopy>,
+    ) -> (usize, Result<(), PollError>) {
+        // (`poll_burst` picked `S` from the ring: never `None`.)
+        let Some(ring) = self.ring.sized::<S>() else {
+            return (0, Ok(()));
+        };
+        self.enhanced_loop::<S, W, D>(ring, d, wqs, out, pending)
     }
 
     /// Fills `out`; returns the count and why it stopped early, if it did
@@ -1264,10 +1279,6 @@ impl Cq {
         let max = out.len();
         let size = self.size;
         let limit = plain_limit(self.cfg.striding_rq);
-        let view = self.cfg.compression.map(|(_, format)| MiniView {
-            format,
-            striding: self.cfg.striding_rq,
-        });
         let mut n = 0;
         // Entries from `self.ci` on whose validity bytes were read (and
         // matched) before the last barrier.
@@ -1372,7 +1383,7 @@ impl Cq {
                     let blocks = match plan {
                         Some(b) => b,
                         None => {
-                            let b = self.block_plan(d, view);
+                            let b = self.block_plan(d);
                             plan = Some(b);
                             b
                         }
@@ -1435,11 +1446,10 @@ impl Cq {
     /// path. (No closure: the constants must be built with the caller's
     /// target feature, inline.)
     #[inline(always)]
-    fn block_plan<D: SummaryWriter>(&self, d: D, view: Option<MiniView>) -> Option<BlockPlan<D>> {
+    fn block_plan<D: SummaryWriter>(&self, d: D) -> Option<BlockPlan<D>> {
         // (`Fused::new` of the title's decoding: by its opcode, one load.)
         let plan = self.plans[usize::from(self.cur.cqe.op_own.opcode())]?;
         Some(BlockPlan {
-            view: view?,
             plan,
             p: d.prepare(plan),
         })
@@ -1489,18 +1499,13 @@ impl Cq {
         let copy = ring.ring().copy_out(e, D::WIDE_COPY);
         let op_own = copy.to_cqe().op_own;
         let bits = op_own.into_bits();
-        let view = self.cfg.compression.map(|(_, format)| MiniView {
-            format,
-            striding: self.cfg.striding_rq,
-        });
         let blocks = if bits & FORMAT_MASK == FORMAT_COMPRESSED {
             // (One that declares more than seven minis is left by
             // `enhanced_blocks` at once.)
-            self.block_plan(d, view)
+            self.block_plan(d)
         } else {
             // (As `enhanced_blocks` takes it after a block.)
-            self.block_plan(d, view)
-                .filter(|b| plain_of(bits, b.plan.opcode))
+            self.block_plan(d).filter(|b| plain_of(bits, b.plan.opcode))
         };
         match blocks {
             Some(b) => {
@@ -1588,7 +1593,8 @@ impl Cq {
                     // `enhanced_loop` does (there, lazily: the same state).
                     let f = plain_fields(&copy.to_cqe());
                     if let Some(slot) = out.get_mut(n) {
-                        let hi = regular_high_word(f.byte_cnt, f.op_own);
+                        // (Its opcode is the plan's, just compared.)
+                        let hi = regular_high_word(f.byte_cnt, plan.opcode << 4);
                         store_summary(slot, u64::from(f.wqe_counter), hi);
                     }
                     running = self.commit_plain_title(copy);
@@ -1629,7 +1635,9 @@ impl Cq {
                                 base: ci,
                                 count,
                                 next: take as u32,
-                                unzip: Unzip::new(&self.cur.cqe, b.view),
+                                // (Built from the title in `cur` when the
+                                // general poller decodes the block.)
+                                unzip: Unzip::CARRIED,
                                 fused: None,
                                 carried: true,
                             });
@@ -2097,31 +2105,31 @@ fn one_array(copy: CqeCopy) -> bool {
 }
 
 /// Copies `src[..dst.len()]` (fewer than eight summaries) into `dst` in
-/// fixed-size pieces of four, two and one (no call to `memcpy`).
+/// at most two fixed-size pieces, overlapping when the length is not one
+/// (the first and last four, or two, or the one; no call to `memcpy`).
 #[inline(always)]
 fn copy_few(dst: &mut [CompletionSummary], src: &[CompletionSummary]) {
     debug_assert!(dst.len() < 8 && dst.len() <= src.len());
     let len = dst.len();
-    let mut i = 0;
-    if len & 4 != 0 {
+    let Some(src) = src.get(..len) else {
+        return;
+    };
+    if len >= 4 {
         if let (Some(d), Some(s)) = (dst.first_chunk_mut::<4>(), src.first_chunk::<4>()) {
             *d = *s;
         }
-        i = 4;
-    }
-    if len & 2 != 0 {
-        if let (Some(d), Some(s)) = (
-            dst.get_mut(i..).and_then(|d| d.first_chunk_mut::<2>()),
-            src.get(i..).and_then(|s| s.first_chunk::<2>()),
-        ) {
+        if let (Some(d), Some(s)) = (dst.last_chunk_mut::<4>(), src.last_chunk::<4>()) {
             *d = *s;
         }
-        i += 2;
-    }
-    if len & 1 != 0 {
-        if let (Some(d), Some(s)) = (dst.get_mut(i), src.get(i)) {
+    } else if len >= 2 {
+        if let (Some(d), Some(s)) = (dst.first_chunk_mut::<2>(), src.first_chunk::<2>()) {
             *d = *s;
         }
+        if let (Some(d), Some(s)) = (dst.last_chunk_mut::<2>(), src.last_chunk::<2>()) {
+            *d = *s;
+        }
+    } else if let (Some(d), Some(s)) = (dst.first_mut(), src.first()) {
+        *d = *s;
     }
 }
 

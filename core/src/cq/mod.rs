@@ -911,10 +911,20 @@ impl Cq {
     #[cold]
     #[inline(never)]
     fn decode_carried(&mut self) {
+        // The burst poller left the session's decoding to this step
+        // ([`Unzip::CARRIED`]): from the title, in `cur` (as
+        // `decode_enhanced` builds it when it opens a session).
+        let decoding = self
+            .cfg
+            .compression
+            .map(|(_, format)| Unzip::new(&self.cur.cqe, self.mini_view(format)));
         let Some(session) = self.session.as_mut() else {
             return;
         };
         session.carried = false;
+        if let Some(u) = decoding {
+            session.unzip = u;
+        }
         let unzip = session.unzip;
         self.ensure_batch_title();
         let array: MiniCqeArray = zerocopy::transmute!(self.carry.block);

@@ -38,7 +38,7 @@
 //!   from byte 0 and stands for N consumer indices.
 #![forbid(unsafe_code)]
 
-use super::mem::{store_summary, ArrayRun, BlockRun, CqeCopy, SizedRing};
+use super::mem::{store_summary, ArrayRun, BlockRun, CqeCopy};
 use super::{CompletionSummary, Cq, Origin, PollError, WorkQueues};
 use crate::prm::{
     Be16, Be32, Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt,
@@ -201,7 +201,9 @@ pub(crate) struct Session {
     pub(crate) count: u32,
     /// Index of the next mini.
     pub(crate) next: u32,
-    /// What the minis carry (fixed for the session).
+    /// What the minis carry (fixed for the session; [`Unzip::CARRIED`]
+    /// for a session the burst poller carried, until the general poller
+    /// decodes its block).
     pub(crate) unzip: Unzip,
     /// Basic layout: how the burst poller writes whole arrays of the
     /// session, if it may ([`Fused::new`] of the title).
@@ -300,6 +302,16 @@ pub struct Unzip {
 }
 
 impl Unzip {
+    /// The decoding of a session carried by the burst poller (enhanced
+    /// layout: [`Session::carried`]) until the general poller decodes its
+    /// block, which builds the real one from the title first: a
+    /// placeholder, never used to decode.
+    pub(crate) const CARRIED: Self = Self {
+        kind: MiniKind::ByteCnt,
+        striding: false,
+        title_sop_drop_qpn: 0,
+    };
+
     /// The decoding of the minis following `title`.
     pub fn new(title: &Cqe64, view: MiniView) -> Self {
         Self {
@@ -963,17 +975,17 @@ pub(crate) trait SummaryWriter: Copy {
     /// copy the burst poller's resume took at the consumer index, if it
     /// took one): what the resume leaves, out of line with the writer's
     /// target feature (the vector writers; the scalar one never resumes,
-    /// [`Self::RUNS`]).
+    /// [`Self::RUNS`]); the ring looked up by the callee
+    /// (`cq.enhanced_loop_out`), as for [`Self::burst_loop`].
     #[inline(always)]
     fn enhanced_loop<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
         pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
-        cq.enhanced_loop::<S, W, Self>(ring, self, wqs, out, pending)
+        cq.enhanced_loop_out::<S, W, Self>(self, wqs, out, pending)
     }
 }
 

@@ -15,7 +15,7 @@
 //! "neon")`), so the token [`Neon`] is normally built at compile time; the
 //! `unsafe` constructor covers targets built without it.
 
-use super::mem::{CqeCopy, SizedRing};
+use super::mem::CqeCopy;
 use super::zip::{
     Fused, MiniBatch, MiniKind, Prepared, SummaryWriter, Unzip, FLOW_TAG_BITS, SOP_MASK,
 };
@@ -219,13 +219,12 @@ impl SummaryWriter for NeonWriter {
     fn enhanced_loop<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
         pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so NEON is available.
-        unsafe { enhanced_loop_neon::<S, W>(self, cq, ring, wqs, out, pending) }
+        unsafe { enhanced_loop_neon::<S, W>(self, cq, wqs, out, pending) }
     }
 
     #[inline(always)]
@@ -317,12 +316,11 @@ unsafe fn long_titles_neon<const S: usize, W: WorkQueues>(
 unsafe fn enhanced_loop_neon<const S: usize, W: WorkQueues>(
     d: NeonWriter,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     wqs: &mut W,
     out: &mut [CompletionSummary],
     pending: Option<CqeCopy>,
 ) -> (usize, Result<(), PollError>) {
-    cq.enhanced_loop::<S, W, NeonWriter>(ring, d, wqs, out, pending)
+    cq.enhanced_loop_out::<S, W, NeonWriter>(d, wqs, out, pending)
 }
 
 /// `Cq::poll_burst` for layout `M` with the NEON writer (the token proves

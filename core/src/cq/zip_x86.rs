@@ -21,7 +21,7 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
-use super::mem::{store_summary, ArrayRun, Block, BlockRun, CqeCopy, FitBlocks, SizedRing};
+use super::mem::{store_summary, ArrayRun, Block, BlockRun, CqeCopy, FitBlocks};
 use super::zip::{
     BlocksTaken, Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip,
     FLOW_TAG_BITS, PLAN_OPCODES, SHAPE_MASKS, SOP_MASK,
@@ -395,13 +395,12 @@ impl SummaryWriter for Sse41Writer {
     fn enhanced_loop<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
         pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so SSE4.1 is available.
-        unsafe { enhanced_loop_sse41::<S, W>(self, cq, ring, wqs, out, pending) }
+        unsafe { enhanced_loop_sse41::<S, W>(self, cq, wqs, out, pending) }
     }
 
     #[inline(always)]
@@ -545,13 +544,12 @@ impl SummaryWriter for Avx2Writer {
     fn enhanced_loop<const S: usize, W: WorkQueues>(
         self,
         cq: &mut Cq,
-        ring: SizedRing<S>,
         wqs: &mut W,
         out: &mut [CompletionSummary],
         pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
         // SAFETY: `self` holds the token, so AVX2 is available.
-        unsafe { enhanced_loop_avx2::<S, W>(self, cq, ring, wqs, out, pending) }
+        unsafe { enhanced_loop_avx2::<S, W>(self, cq, wqs, out, pending) }
     }
 
     #[inline(always)]
@@ -837,7 +835,11 @@ unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
 /// ([`plain_title`]: its summary, its copy into `titles`, its running
 /// counter) and the blocks after it, so that a stream of sessions of one
 /// opcode stays in this loop. Any other owned entry ends the run, returned
-/// as `pending`.
+/// as `pending`. Two nested loops: the blocks (`full_run`), then the
+/// entries after them, where a full block read goes straight back to the
+/// first (no "full" flag carried from one entry to the next); the running
+/// counter at offset `o` is `rb + o` (one register; `rb` set by each
+/// title).
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -861,16 +863,14 @@ unsafe fn write_blocks_avx2<const S: usize>(
         return BlocksTaken::none(running);
     }
     let base = out.as_mut_ptr();
-    // The running counter at offset `o`: `r0` at `o0` (the run's first or
-    // the last title's next), advanced by one per mini from there (one
-    // slot per mini; running shape only).
-    let mut r0 = running;
-    let mut o0 = 0;
-    let at = |r0: u16, o0: usize, o: usize| r0.wrapping_add((o - o0) as u16 & run_mask);
+    // The running counter at offset `o`: `rb + o` (running shape; `rb`
+    // otherwise): `running` at offset 0, then each title's next counter
+    // at the offset after it; one slot per mini from there.
+    let mut rb = running;
+    let at = |rb: u16, o: usize| rb.wrapping_add(o as u16 & run_mask);
     let mut titled = false;
     let mut o = 0;
     let mut copy = first;
-    let mut full = true;
     // SAFETY: AVX2 is enabled for this function and available (caller
     // contract). Each entry written is at an offset `o` that `fit` has
     // (block 0: after the room test): seven places at `base + o` inside
@@ -878,63 +878,66 @@ unsafe fn write_blocks_avx2<const S: usize>(
     // title's summary is one of them).
     unsafe {
         let step = _mm256_and_si256(_mm256_set1_epi16(B as i16), p.run);
-        loop {
-            // `copy`: the owned entry at `o`, copied; `full`: whether it
-            // is a full block, by its ownership bytes.
-            let pending = if full {
-                let mut acc = accumulators(p, at(r0, o0, o));
-                write_block_avx2(p, &acc, copy, base.add(o));
-                // Each next block written right after its copy.
-                let next;
-                (o, next) = full_run(p, &fit, &mut acc, step, base, o + B);
+        // Each turn: `copy`, the owned full block at `o`, copied; its
+        // blocks, then the entries after them that are not full blocks.
+        'blocks: loop {
+            let mut acc = accumulators(p, at(rb, o));
+            write_block_avx2(p, &acc, copy, base.add(o));
+            // Each next block written right after its copy.
+            let mut next;
+            (o, next) = full_run(p, &fit, &mut acc, step, base, o + B);
+            // The first entry after them: a shorter block from the
+            // accumulators (advanced by one block); the next ones from the
+            // running counter at their offset.
+            let mut first_after = true;
+            loop {
+                // `next`: the owned entry at `o`, copied, not a full block.
                 let Some(Block { copy: c, .. }) = next else {
-                    break;
+                    break 'blocks;
                 };
                 copy = c;
                 let op_own = copy.to_cqe().op_own;
-                // (Room for seven at `base + o`.)
-                if let Some(count) = tail_block_avx2(p, &acc, step, copy, op_own, base.add(o)) {
-                    o += count as usize;
-                    None
+                let count = if first_after {
+                    tail_block_avx2(p, &acc, step, copy, op_own, base.add(o))
                 } else {
-                    Some(op_own)
-                }
-            } else {
-                let op_own = copy.to_cqe().op_own;
-                if let Some(count) = {
-                    let acc = accumulators(p, at(r0, o0, o));
+                    let acc = accumulators(p, at(rb, o));
                     let zero = _mm256_setzero_si256();
                     tail_block_avx2(p, &acc, zero, copy, op_own, base.add(o))
-                } {
+                };
+                first_after = false;
+                if let Some(count) = count {
                     o += count as usize;
-                    None
+                } else if let Some(after) = take_title(&mut titles, plan, copy, op_own, base.add(o))
+                {
+                    titled = true;
+                    o += 1;
+                    rb = after.wrapping_sub(o as u16 & run_mask);
                 } else {
-                    Some(op_own)
-                }
-            };
-            if let Some(op_own) = pending {
-                if !take_title(&mut titles, plan, copy, op_own, base.add(o), &mut r0) {
                     return BlocksTaken {
                         taken: o,
-                        running: at(r0, o0, o),
+                        running: at(rb, o),
                         titled,
                         pending: Some(copy),
                     };
                 }
-                titled = true;
-                o += 1;
-                o0 = o;
-            }
-            // The next entry: its ownership bytes, the barrier, one copy.
-            match fit.read_block(o) {
-                Some(b) => (copy, full) = (b.copy, b.full),
-                None => break,
+                // The next entry: its ownership bytes, the barrier, one
+                // copy.
+                match fit.read_block(o) {
+                    Some(Block {
+                        copy: c,
+                        full: true,
+                    }) => {
+                        copy = c;
+                        continue 'blocks;
+                    }
+                    other => next = other,
+                }
             }
         }
     }
     BlocksTaken {
         taken: o,
-        running: at(r0, o0, o),
+        running: at(rb, o),
         titled,
         pending: None,
     }
@@ -976,8 +979,8 @@ unsafe fn full_run<const S: usize>(
 
 /// A title inside a run of [`write_blocks_avx2`]: if `titles` is given and
 /// `copy` is a plain CQE of the plan's opcode ([`plain_title`]), its
-/// summary written at `dst`, its copy stored into `titles`, `running` set
-/// to the counter after it; returns whether it was.
+/// summary written at `dst`, its copy stored into `titles`; returns the
+/// running counter after it if it was.
 ///
 /// # Safety
 /// `dst` must be valid for a write of one summary.
@@ -988,20 +991,14 @@ unsafe fn take_title(
     copy: CqeCopy,
     op_own: OpOwn,
     dst: *mut CompletionSummary,
-    running: &mut u16,
-) -> bool {
-    let Some(t) = titles.as_deref_mut() else {
-        return false;
-    };
-    let Some((wr_id, hi, after)) = plain_title(copy, op_own, plan.opcode) else {
-        return false;
-    };
+) -> Option<u16> {
+    let t = titles.as_deref_mut()?;
+    let (wr_id, hi, after) = plain_title(copy, op_own, plan.opcode)?;
     // SAFETY: `dst` is valid for a write of one summary (caller contract),
     // exclusive: a place of the caller's `out`.
     store_summary(unsafe { &mut *dst }, wr_id, hi);
     copy.store_to(t);
-    *running = after;
-    true
+    Some(after)
 }
 
 /// Enhanced layout, a burst run's next title: if `copy` (an owned entry,
@@ -1021,10 +1018,12 @@ fn plain_title(copy: CqeCopy, op_own: OpOwn, opcode: u8) -> Option<(u64, u64, u1
         return None;
     }
     let counter = cqe.wqe_counter.get();
+    // (Its opcode is `opcode`, just compared: the upper part a constant
+    // of the plan.)
     let hi = CompletionSummary::high_word(
         cqe.byte_cnt.get(),
         WcStatus::Success.raw() as u16,
-        op_own >> 4,
+        opcode,
         Origin::Regular,
     );
     Some((u64::from(counter), hi, zip::running_after(&cqe, false)))
@@ -1089,7 +1088,10 @@ unsafe fn tail_block_avx2(
     } else {
         return None;
     }
-    Some(count)
+    // `count`, written `(num_and_type + 16) >> 4`: with `N - 1 + 1` the
+    // compiler carries the run's offset plus one through the block loop
+    // (two more instructions per full block).
+    Some((u32::from(op_own.into_bits()) + 16) >> 4)
 }
 
 /// Pair `j` (< 4) of [`tail_block_avx2`]: its two summaries, from the
@@ -1185,12 +1187,11 @@ unsafe fn long_titles_sse41<const S: usize, W: WorkQueues>(
 unsafe fn enhanced_loop_sse41<const S: usize, W: WorkQueues>(
     d: Sse41Writer,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     wqs: &mut W,
     out: &mut [CompletionSummary],
     pending: Option<CqeCopy>,
 ) -> (usize, Result<(), PollError>) {
-    cq.enhanced_loop::<S, W, Sse41Writer>(ring, d, wqs, out, pending)
+    cq.enhanced_loop_out::<S, W, Sse41Writer>(d, wqs, out, pending)
 }
 
 /// `cq.burst_loop` with the AVX2 writer, compiled for the feature.
@@ -1233,12 +1234,11 @@ unsafe fn long_titles_avx2<const S: usize, W: WorkQueues>(
 unsafe fn enhanced_loop_avx2<const S: usize, W: WorkQueues>(
     d: Avx2Writer,
     cq: &mut Cq,
-    ring: SizedRing<S>,
     wqs: &mut W,
     out: &mut [CompletionSummary],
     pending: Option<CqeCopy>,
 ) -> (usize, Result<(), PollError>) {
-    cq.enhanced_loop::<S, W, Avx2Writer>(ring, d, wqs, out, pending)
+    cq.enhanced_loop_out::<S, W, Avx2Writer>(d, wqs, out, pending)
 }
 
 /// `Cq::poll_burst` for layout `M` with the SSSE3 writer (the token
