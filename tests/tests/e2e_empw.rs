@@ -249,14 +249,14 @@ fn round_as<M: TxMode>(
         Send::Packets => r.q.txq.tx_burst(&pkts),
         Send::Frames => {
             // One offload value per burst: the frames' own.
-            let offload = pkts.first().map_or(TxOffload::NONE, |p| p.offload);
+            let offload = pkts.first().map_or(TxOffload::NONE, |p| p.offload());
             assert!(pkts
                 .iter()
-                .all(|p| p.offload == offload && !ptr.contains(&true)));
+                .all(|p| p.offload() == offload && !ptr.contains(&true)));
             let frames: Vec<TxFrame<'_>> = pkts
                 .iter()
-                .map(|p| match p.buf {
-                    PacketBuf::Frame(sge) => TxFrame { id: p.id, sge },
+                .map(|p| match p.buf() {
+                    PacketBuf::Frame(sge) => TxFrame { id: p.id(), sge },
                     PacketBuf::Ptr(_) => unreachable!("frames only"),
                 })
                 .collect();

@@ -410,10 +410,22 @@ impl TxOffload {
     /// parser offsets, the two flag bytes. With the `repr(C)` layout each
     /// is one load.
     #[inline(always)]
-    fn words(&self) -> (u64, u16) {
-        let lo = u64::from(self.metadata) | (u64::from(u32::from_le_bytes(self.swp_offsets)) << 32);
+    pub(super) const fn words(&self) -> (u64, u16) {
+        let lo = self.metadata as u64 | ((u32::from_le_bytes(self.swp_offsets) as u64) << 32);
         let hi = u16::from_le_bytes([self.cs_flags.into_bits(), self.swp_flags.into_bits()]);
         (lo, hi)
+    }
+
+    /// The values whose [`TxOffload::words`] are `lo` and `hi`.
+    #[inline(always)]
+    const fn from_words(lo: u64, hi: u16) -> Self {
+        let [cs, swp] = hi.to_le_bytes();
+        Self {
+            metadata: lo as u32,
+            swp_offsets: ((lo >> 32) as u32).to_le_bytes(),
+            cs_flags: EthCsFlags::from_bits(cs),
+            swp_flags: SwpFlags::from_bits(swp),
+        }
     }
 
     /// No offload.
@@ -439,38 +451,134 @@ impl Default for TxOffload {
 
 /// One packet of a burst.
 ///
-/// `repr(C)`, in this order, for the burst path's shape test
-/// (`burst::common`, which reads the fields as values, never the struct
-/// as bytes): `offload` at an 8-byte boundary (its metadata and parser
-/// offsets one aligned 8-byte load), then `tso_mss` and `vlan_tci`'s tag
-/// side by side (no TSO and no VLAN insertion: one 4-byte load that is
-/// 0).
+/// Built with [`Packet::frame`], [`Packet::ptr`] or [`Packet::from_buf`]
+/// and the `with_*` builders, read through its accessors. Besides its
+/// values it keeps a 16-byte summary, its head, which every constructor
+/// and builder keeps up to date (nothing else can write it): the offload
+/// values as two words, the shape (bytes at hand or not, further
+/// segments, TSO, VLAN insertion) and the first segment's length. The
+/// burst path's shape test (is this a plain one-segment frame with the
+/// session's offload values?) is then one comparison of the head with a
+/// key, not a test per field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
 pub struct Packet<'d> {
-    /// The frame, or its first segment.
-    pub buf: PacketBuf<'d>,
-    /// Further segments (a multi-segment packet never joins a session).
-    pub more: &'d [Sge],
+    /// The summary (first, 16-byte aligned: two aligned 8-byte words).
+    /// Always `Head::of` the other fields (every constructor and builder
+    /// ends with [`Packet::fixed`], and nothing else writes a field):
+    /// `burst_avx2`'s vector compare reads a frame's 64 bytes on the
+    /// head's word, without a test of `data`'s length.
+    head: Head,
+    /// The frame's bytes (`PacketBuf::Frame`); empty for a pointer.
+    data: &'d [u8],
+    /// Device address of the (first) segment.
+    addr: u64,
     /// Returned by [`TxQueue::retire`] once the device is done with it.
-    pub id: u64,
-    /// Checksum, software-parser and metadata values.
-    pub offload: TxOffload,
+    id: u64,
+    /// Further segments (a multi-segment packet never joins a session).
+    more: &'d [Sge],
+    /// Local key of the (first) segment.
+    lkey: u32,
     /// TSO: the MSS (0: no TSO).
-    pub tso_mss: u16,
-    /// Insert this VLAN tag (TCI).
-    pub vlan_tci: Option<u16>,
+    tso_mss: u16,
     /// TSO: bytes of L2–L4 header at the start of the frame.
-    pub tso_hdr_len: u16,
+    tso_hdr_len: u16,
+    /// Insert this VLAN tag (TCI).
+    vlan_tci: Option<u16>,
 }
 
-// The layout the shape test counts on (`burst::common`; a layout that
-// broke it would cost instructions, not correctness).
+/// A [`Packet`]'s summary, one 16-byte word (compared with a key as one
+/// value: on x86-64, one 16-byte vector compare): its low half ([`Head::lo`])
+/// the offload values' first word (metadata and parser offsets,
+/// [`TxOffload::words`]); its high half ([`Head::hi`]) their second word
+/// (the two flag bytes) in bits 0..16, the shape ([`Head::PTR`] …) in
+/// bits 16..32 (0: a plain one-segment frame, bytes at hand, no TSO, no
+/// VLAN insertion) and the first segment's length (saturated) in bits
+/// 32..64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(16))]
+pub(super) struct Head {
+    /// `lo | hi << 64`.
+    pub(super) w: u128,
+}
+
+impl Head {
+    /// Shape: the bytes are not at hand ([`PacketBuf::Ptr`]).
+    pub(super) const PTR: u64 = 1 << 16;
+    /// Shape: further segments.
+    pub(super) const MORE: u64 = 2 << 16;
+    /// Shape: TSO.
+    pub(super) const TSO: u64 = 4 << 16;
+    /// Shape: VLAN insertion.
+    pub(super) const VLAN: u64 = 8 << 16;
+    /// The shape bits but [`Head::PTR`] (any of them: not a common
+    /// packet of a session).
+    pub(super) const ODD: u64 = Self::MORE | Self::TSO | Self::VLAN;
+
+    /// The head of halves `lo` and `hi`.
+    #[inline(always)]
+    pub(super) const fn new(lo: u64, hi: u64) -> Self {
+        Self {
+            w: lo as u128 | (hi as u128) << 64,
+        }
+    }
+
+    /// The low half: metadata | parser offsets << 32.
+    #[inline(always)]
+    pub(super) const fn lo(&self) -> u64 {
+        self.w as u64
+    }
+
+    /// The high half: flags | shape << 16 | length << 32.
+    #[inline(always)]
+    pub(super) const fn hi(&self) -> u64 {
+        (self.w >> 64) as u64
+    }
+
+    /// The head of a common plain frame (shape 0) of `len` bytes in a
+    /// session of offload words `key`.
+    #[inline(always)]
+    pub(super) const fn key(key: (u64, u16), len: u32) -> u128 {
+        Self::new(key.0, key.1 as u64 | (len as u64) << 32).w
+    }
+
+    /// The head of a packet of these values.
+    const fn of(p: &Packet<'_>) -> Self {
+        let (lo, flags) = p.offload_words();
+        let hi0 = p.head.hi();
+        let len = if hi0 & Self::PTR != 0 {
+            hi0 >> 32
+        } else if p.data.len() as u64 > u32::MAX as u64 {
+            u32::MAX as u64
+        } else {
+            p.data.len() as u64
+        };
+        let shape = (hi0 & Self::PTR)
+            | if p.more.is_empty() { 0 } else { Self::MORE }
+            | if p.tso_mss != 0 { Self::TSO } else { 0 }
+            | if p.vlan_tci.is_some() { Self::VLAN } else { 0 };
+        Self::new(lo, flags as u64 | shape | len << 32)
+    }
+
+    /// The key of a common packet of a session of offload words `key`
+    /// whose shape bits are `shape` (the length aside): what the low
+    /// 32 bits of `hi` are then.
+    #[inline(always)]
+    pub(super) const fn key32(key: (u64, u16), shape: u64) -> u32 {
+        key.1 as u32 | shape as u32
+    }
+}
+
+// The layout the head needs: first in the packet, 16-byte aligned, two
+// 8-byte words (the burst path compares them with a key; a layout that
+// broke this would cost instructions, not correctness).
 const _: () = {
-    use core::mem::offset_of;
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(offset_of!(Packet<'_>, head) == 0);
+    assert!(size_of::<Head>() == 16 && align_of::<Head>() == 16);
+    assert!(offset_of!(Head, w) == 0);
     #[cfg(target_pointer_width = "64")]
-    assert!(offset_of!(Packet<'_>, offload) % 8 == 0);
-    assert!(offset_of!(Packet<'_>, vlan_tci) == offset_of!(Packet<'_>, tso_mss) + 2);
+    assert!(size_of::<Packet<'_>>() == 80);
 };
 
 impl<'d> Packet<'d> {
@@ -486,51 +594,127 @@ impl<'d> Packet<'d> {
 
     /// A packet of `buf`, no offload.
     pub const fn from_buf(id: u64, buf: PacketBuf<'d>) -> Self {
+        let (data, addr, lkey, hi): (&'d [u8], u64, u32, u64) = match buf {
+            PacketBuf::Frame(f) => (f.data, f.addr, f.lkey, 0),
+            PacketBuf::Ptr(s) => (&[], s.addr, s.lkey, Head::PTR | (s.length as u64) << 32),
+        };
         Self {
+            head: Head::new(0, hi),
+            data,
+            addr,
             id,
-            buf,
             more: &[],
-            offload: TxOffload::NONE,
-            vlan_tci: None,
+            lkey,
             tso_mss: 0,
             tso_hdr_len: 0,
+            vlan_tci: None,
         }
+        .fixed()
+    }
+
+    /// With its head computed again from its values (every builder ends
+    /// with it).
+    const fn fixed(mut self) -> Self {
+        self.head = Head::of(&self);
+        self
     }
 
     /// With these offload values.
     pub const fn with_offload(mut self, offload: TxOffload) -> Self {
-        self.offload = offload;
-        self
+        let (lo, flags) = offload.words();
+        self.head = Head::new(lo, (self.head.hi() & !0xffff) | flags as u64);
+        self.fixed()
     }
 
     /// With L3 and L4 checksum offload.
-    pub const fn with_csum(mut self) -> Self {
-        self.offload = self.offload.with_csum();
-        self
+    pub const fn with_csum(self) -> Self {
+        let o = self.offload().with_csum();
+        self.with_offload(o)
     }
 
     /// With further segments.
     pub const fn with_segments(mut self, more: &'d [Sge]) -> Self {
         self.more = more;
-        self
+        self.fixed()
     }
 
-    /// With VLAN insertion.
+    /// With VLAN insertion of the tag (TCI) `tci`.
     pub const fn with_vlan(mut self, tci: u16) -> Self {
         self.vlan_tci = Some(tci);
-        self
+        self.fixed()
     }
 
-    /// With TSO.
+    /// With TSO: segments of `mss` bytes of payload, after `hdr_len`
+    /// bytes of L2–L4 header at the start of the frame (an `mss` of 0:
+    /// no TSO).
     pub const fn with_tso(mut self, mss: u16, hdr_len: u16) -> Self {
         self.tso_mss = mss;
         self.tso_hdr_len = hdr_len;
-        self
+        self.fixed()
+    }
+
+    /// The frame, or its first segment.
+    #[inline(always)]
+    pub const fn buf(&self) -> PacketBuf<'d> {
+        if self.head.hi() & Head::PTR != 0 {
+            PacketBuf::Ptr(Sge::new(
+                self.lkey,
+                self.addr,
+                (self.head.hi() >> 32) as u32,
+            ))
+        } else {
+            PacketBuf::Frame(FrameSge::with_addr(self.lkey, self.addr, self.data))
+        }
+    }
+
+    /// Further segments (empty for a one-segment packet).
+    pub const fn more(&self) -> &'d [Sge] {
+        self.more
+    }
+
+    /// The id [`TxQueue::retire`] returns once the device is done with it.
+    pub const fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Checksum, software-parser and metadata values.
+    #[inline(always)]
+    pub const fn offload(&self) -> TxOffload {
+        let (lo, hi) = self.offload_words();
+        TxOffload::from_words(lo, hi)
+    }
+
+    /// The offload values as [`TxOffload::words`] gives them.
+    #[inline(always)]
+    const fn offload_words(&self) -> (u64, u16) {
+        (self.head.lo(), self.head.hi() as u16)
+    }
+
+    /// TSO: the MSS (0: no TSO).
+    pub const fn tso_mss(&self) -> u16 {
+        self.tso_mss
+    }
+
+    /// TSO: bytes of L2–L4 header at the start of the frame (as
+    /// [`Packet::with_tso`] gave it).
+    pub const fn tso_hdr_len(&self) -> u16 {
+        self.tso_hdr_len
+    }
+
+    /// The VLAN tag (TCI) to insert, if any.
+    pub const fn vlan_tci(&self) -> Option<u16> {
+        self.vlan_tci
+    }
+
+    /// The head (the burst path's shape test).
+    #[inline(always)]
+    pub(super) const fn head(&self) -> &Head {
+        &self.head
     }
 
     /// Frame length in bytes (all segments), before VLAN insertion.
     pub fn len(&self) -> u64 {
-        let first = match self.buf {
+        let first = match self.buf() {
             PacketBuf::Frame(f) => f.data.len() as u64,
             PacketBuf::Ptr(s) => u64::from(s.length),
         };
@@ -543,14 +727,15 @@ impl<'d> Packet<'d> {
     }
 
     fn bytes(&self) -> Option<&'d [u8]> {
-        match self.buf {
-            PacketBuf::Frame(f) => Some(f.data),
-            PacketBuf::Ptr(_) => None,
+        if self.head.hi() & Head::PTR != 0 {
+            None
+        } else {
+            Some(self.data)
         }
     }
 
     fn first_sge(&self) -> Sge {
-        match self.buf {
+        match self.buf() {
             PacketBuf::Frame(f) => Sge::new(f.lkey, f.addr, f.data.len() as u32),
             PacketBuf::Ptr(s) => s,
         }
@@ -600,7 +785,25 @@ impl<'d> TxFrame<'d> {
     /// The [`Packet`] it stands for in a burst of offload values
     /// `offload`.
     pub const fn packet(&self, offload: &TxOffload) -> Packet<'d> {
-        Packet::from_buf(self.id, PacketBuf::Frame(self.sge)).with_offload(*offload)
+        // (Its head made once, not by each builder: `from_buf` and
+        // `with_offload` in one.)
+        let (lo, flags) = offload.words();
+        let len = if self.sge.data.len() as u64 > u32::MAX as u64 {
+            u32::MAX as u64
+        } else {
+            self.sge.data.len() as u64
+        };
+        Packet {
+            head: Head::new(lo, flags as u64 | len << 32),
+            data: self.sge.data,
+            addr: self.sge.addr,
+            id: self.id,
+            more: &[],
+            lkey: self.sge.lkey,
+            tso_mss: 0,
+            tso_hdr_len: 0,
+            vlan_tci: None,
+        }
     }
 }
 
@@ -1431,7 +1634,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
     /// Why the open session `o` cannot take `p`, if it cannot.
     fn misfit(&self, o: &Open, p: &Packet<'_>, len: u32, desc: Desc) -> Option<CloseReason> {
         let cfg = &self.q.cfg;
-        if o.offload != p.offload {
+        if o.offload != p.offload() {
             return Some(CloseReason::OffloadMismatch);
         }
         let legacy = M::KIND == TxKind::LegacyMpw;
@@ -1491,7 +1694,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
             pkts: 0,
             ptr_pkts: 0,
             inline_bytes: 0,
-            offload: p.offload,
+            offload: p.offload(),
             len,
             mpw_inline: matches!(desc, Desc::Inline(_)),
             direct: false,
@@ -1513,7 +1716,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
                 q.stage.0.get_mut(..bbs as usize * SEND_WQE_BB),
             );
         }
-        put(&mut q.stage.0, SEND_WQE_DS, &session_eth(&p.offload, mss));
+        put(&mut q.stage.0, SEND_WQE_DS, &session_eth(&p.offload(), mss));
         self.open = Some(o);
         Ok(())
     }
@@ -1689,15 +1892,16 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         }
         // ---- from here on nothing fails -----------------------------------
         let buf = &mut self.q.stage.0[..];
+        let off = p.offload();
         let mut eth = EthSeg {
-            swp_outer_l4_offset: p.offload.swp_offsets[0],
-            swp_outer_l3_offset: p.offload.swp_offsets[1],
-            swp_inner_l4_offset: p.offload.swp_offsets[2],
-            swp_inner_l3_offset: p.offload.swp_offsets[3],
-            cs_flags: p.offload.cs_flags,
-            swp_flags: p.offload.swp_flags,
+            swp_outer_l4_offset: off.swp_offsets[0],
+            swp_outer_l3_offset: off.swp_offsets[1],
+            swp_inner_l4_offset: off.swp_offsets[2],
+            swp_inner_l3_offset: off.swp_offsets[3],
+            cs_flags: off.cs_flags,
+            swp_flags: off.swp_flags,
             mss: Be16::new(p.tso_mss),
-            flow_table_metadata: Be32::new(p.offload.metadata),
+            flow_table_metadata: Be32::new(off.metadata),
             inline_hdr_sz: Be16::new(hdr_len as u16),
             inline_hdr_start: [0; 2],
         };

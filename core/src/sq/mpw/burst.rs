@@ -84,8 +84,20 @@
 //! the sessions, [`TxQueue::commit`]'s doorbell), chosen by one test of a
 //! proof kept per queue (`frames64`); so is `tx_burst` on such a queue
 //! ([`TxQueue::packets64_as`], `burst_avx2::tx_packets64`: the same
-//! function for `Packet`s, its counted loop [`fill64`] with the shape
-//! test; what it leaves goes to [`TxBatch::push_burst_as`]).
+//! function for `Packet`s, the same counted loop, [`fill64_pairs`], with
+//! the shape test of the packet's head; what it leaves goes to
+//! [`TxBatch::push_burst_as`]).
+//!
+//! A [`Packet`]'s fields are private; it keeps a 16-byte head ([`Head`]:
+//! its offload words, its shape, its first segment's length), written
+//! by every constructor and builder (`Packet::fixed`), so that "a common
+//! 64-byte frame of this session" is one comparison of the head with a
+//! key ([`Head::key`] of the session's offload words and 64): as two
+//! 8-byte words ([`Words`]), or with AVX2 one 16-byte vector compare
+//! (`burst_avx2::Vec128`), which in [`fill64_pairs`] tests both heads of
+//! a pair at once and then reads their 64 bytes without a test of their
+//! length ([`HeadEq::pair64`]: the head says it; the one `unsafe` read
+//! that rests on the head being right, `tests::head_follows_every_builder`).
 //!
 //! Other runs of alike packets (inline frames of one length of 32..=64
 //! bytes, or pointers on a queue that never inlines), and whatever
@@ -183,6 +195,54 @@
 //! since the last CQE request left out of the loop under `ALWAYS` again
 //! (reset once at the end, from the sessions closed: 30.3).
 //!
+//! Then, `Packet`'s head (issue 7; `ITERS=20000 benches/icount.sh`,
+//! instructions per packet): `tx_burst` 43.35 to 30.17
+//! (`tx/empw_inline64_burst32`, 1387 to 966 per burst), frames 29.35 to
+//! 29.39 (`tx/empw_inline64_frames32`, 939 to 940 per burst: register
+//! allocation of `tx_frames64`, whose code is otherwise the same),
+//! pointers as packets 41.3 to 40.6, one WQE per packet 92.7 to 89.7
+//! (its shape test one test of the head), pointers as frames 31.6
+//! unchanged. In steps, in the order measured: the shape test as the
+//! head's words (offload words, then flags and shape as one 4-byte
+//! word, then the length) in the one-a-turn loop (18 per packet instead
+//! of 25): 36.9; the head compared with AVX2 as one 16-byte word
+//! (`vpxor`, `vptest`; 17 per packet): 37.0; the packets' loop two a
+//! turn with the frames' bound (`cap`) and their crossing session out
+//! of line, as frames (`fill64_pairs`, `burst_avx2::crossing64`): 35.2
+//! (one of the two alone: 37.9, 36.7; with the frames' outer loop for
+//! sessions not the whole room too: 37.6); the key made once per run,
+//! through `black_box` once per session (`keyed64`): 34.4 (not through
+//! `black_box`: 36.9); the run's key straight from the first packet's
+//! head (`FreshPkt::run_key`) instead of its offload values decoded and
+//! encoded again: 33.6; both heads of a pair in one test: 33.3; their
+//! bytes then read without a test of their length (`HeadEq::pair64`,
+//! in a loop that leaves at the first pair not both common, the odd
+//! one and the first of such a pair taken by the frames' code for the
+//! odd one): 31.4 (32.8 with the pair's fallback in the loop, which is
+//! then not unrolled; 32.3 with the rest one at a time after it); the
+//! next packet's test at a session's close with the vector compare:
+//! 31.3; the first packet's too: 30.29 (both had measured 34.3, and the
+//! next one alone 34.0, at 33.6: the register allocation of the whole
+//! function moves); the crossing session's loop reading the bytes on
+//! its head's word too (`burst_avx2::Vec128Bytes`): 30.17. Measured and
+//! rejected: the head compared as one `u128` in the one-a-turn loop
+//! (LLVM compares it as two words and an `or`: 40.4); every one of the
+//! frames' forms with the head tested as two words (38.5: the words
+//! spilled in the unrolled loop); the key passed to `inline64_run` by
+//! its callers (packets 33.6, but frames 29.8; as an `Option`, frames
+//! 30.5); at 30.29: the bytes read on the head's word in
+//! `inline64_run`'s loop too (the odd packet, the first, the next at a
+//! close: 31.4), the next and the first packets tested by their heads
+//! alone (31.5), the packets' offload values decoded only where a cold
+//! path uses them (30.9), the key through `black_box` once per run
+//! (30.8) or by reference per session (31.2), the crossing session's
+//! packets two a turn (30.7); at 30.17, `Vec128Bytes` for the sessions'
+//! loop of `fresh64` and `inline64_step` too (31.4), what
+//! `packets64_as` leaves to `push_burst_as` out of line (31.0). (In
+//! this function a change of a few instructions moves the register
+//! allocation of the whole burst: the figures are the measure, not the
+//! sum of their parts.)
+//!
 //! # One WQE per packet
 //!
 //! [`TxBatch::single_run`] builds the SEND WQE of a plain frame (inline L2
@@ -208,7 +268,7 @@
 use super::{
     copy_frame, ctrl_bits, ctrl_seg, data_seg, in_flight, inline_header, max_packets_of, mpw,
     tx_entry, tx_shadow, tx_wr_id, wq_counter16, wqebbs_of, CloseReason, Desc, DoorbellPolicy,
-    Open, Out, Packet, PacketBuf, Pending, QpKind, Tally, TxBatch, TxFrame, TxKind, TxMode,
+    Head, Open, Out, Packet, PacketBuf, Pending, QpKind, Tally, TxBatch, TxFrame, TxKind, TxMode,
     TxOffload, TxQueue, TxStats, CTRL_FM_CE_SE, FM_CE_ALWAYS, MAX_DS, SEND_WQE_BB, SEND_WQE_DS,
     STAGE_BYTES,
 };
@@ -277,7 +337,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     #[inline(always)]
     fn fresh_run<const END: bool>(&mut self, pkts: &[Packet<'_>]) -> usize {
         match pkts.first() {
-            Some(p0) => self.fresh_run_of::<Packet<'_>, END>(pkts, &p0.offload),
+            Some(p0) => self.fresh_run_of::<Packet<'_>, END>(pkts, &p0.offload()),
             None => 0,
         }
     }
@@ -544,10 +604,10 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
     /// true; else changes nothing and returns false (`p` takes `push`).
     #[inline(never)]
     fn next_session(&mut self, p: &Packet<'_>) -> bool {
-        if !p.more.is_empty() | (p.tso_mss != 0) | p.vlan_tci.is_some() {
+        if p.head().hi() & Head::ODD != 0 {
             return false;
         }
-        let (len, frame) = match p.buf {
+        let (len, frame) = match p.buf() {
             PacketBuf::Frame(f) => (f.data.len(), true),
             PacketBuf::Ptr(s) => (s.length as usize, false),
         };
@@ -687,7 +747,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                         base: k,
                         inline: &mut *inline,
                     };
-                    let (j, gone) = match (MODE, rest.first().map(|p| p.buf)) {
+                    let (j, gone) = match (MODE, rest.first().map(|p| p.buf())) {
                         (SMALL, Some(PacketBuf::Frame(f))) => match f.data.len() {
                             len @ 32..=44 => run.sessions::<M, 48>(rest, rest_ids, len),
                             len @ 45..=60 => run.sessions::<M, 64>(rest, rest_ids, len),
@@ -719,7 +779,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
             // closes the session, `fill_one`).
             let (mut j, full) = match MODE {
                 SMALL => same_run(dst, rest, rest_ids, key, &mut sess),
-                POINTER => match rest.first().map(|p| p.buf) {
+                POINTER => match rest.first().map(|p| p.buf()) {
                     Some(PacketBuf::Frame(_)) => {
                         fill_ptrs::<true>(dst, rest, rest_ids, key, &mut sess)
                     }
@@ -908,11 +968,11 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                 .zip(run_ids.iter_mut())
                 .zip(shadow.iter_mut())
             {
-                let PacketBuf::Frame(f) = p.buf else {
+                let PacketBuf::Frame(f) = p.buf() else {
                     break 'runs;
                 };
                 let len = f.data.len();
-                if !p.more.is_empty() | (p.tso_mss != 0) | p.vlan_tci.is_some()
+                if p.head().hi() & Head::ODD != 0
                     || len <= inline_max
                     || len.wrapping_sub(ETH_L2_INLINE_HEADER_SIZE + 1)
                         > MAX_LEN - ETH_L2_INLINE_HEADER_SIZE - 1
@@ -936,16 +996,15 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, '_, P, Q, M> {
                     sig.fm_unsignaled
                 };
                 let index = u32::from(wq_counter16(pi)) << ctrl_bits::WQE_INDEX_SHIFT;
-                let o = &p.offload;
+                // (The offload values as the head holds them.)
+                let (o_lo, o_hi) = (p.head().lo(), p.head().hi());
                 // Control segment; Ethernet segment: the packet's offload
                 // values, no MSS, the inline header size (and with 18
                 // header bytes, its first two).
                 let w0 = u64::from(u32::from_le_bytes((ctrl_bits::SEND | index).to_be_bytes()))
                     | qpn_ds_hi;
-                let w2 = u64::from(u32::from_le_bytes(o.swp_offsets))
-                    | u64::from(o.cs_flags.into_bits()) << 32
-                    | u64::from(o.swp_flags.into_bits()) << 40;
-                let w3 = u64::from(u32::from_le_bytes(o.metadata.to_be_bytes())) | hdr_sz_word;
+                let w2 = (o_lo >> 32) | (o_hi & 0xffff) << 32;
+                let w3 = u64::from((o_lo as u32).swap_bytes()) | hdr_sz_word;
                 let (lo, hi) = d.split_at_mut(32);
                 let w3 = if min18 {
                     w3 | u64::from(u16::from_le_bytes([l2[0], l2[1]])) << 48
@@ -1094,7 +1153,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
                 return (k, false);
             };
             let (j, full) = if TLEN == SEND_WQE_DS {
-                match rest.first().map(|p| p.buf) {
+                match rest.first().map(|p| p.buf()) {
                     Some(PacketBuf::Frame(_)) => {
                         fill_ptrs::<true>(w, rest, rest_ids, self.key, self.s)
                     }
@@ -1121,7 +1180,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Run<'_, '_, '_, P, Q> {
                 return (k, false);
             };
             let alike = common(p, self.key)
-                && match p.buf {
+                && match p.buf() {
                     PacketBuf::Frame(f) if TLEN != SEND_WQE_DS => f.data.len() == len,
                     PacketBuf::Frame(f) => ptr_len_ok(f.data.len()),
                     PacketBuf::Ptr(x) => TLEN == SEND_WQE_DS && ptr_len_ok(x.length as usize),
@@ -1322,10 +1381,10 @@ enum Exit {
 /// descriptor's writer).
 #[inline(always)]
 fn common(p: &Packet<'_>, key: (u64, u16)) -> bool {
-    // No TSO and no VLAN insertion: the MSS and the tag's discriminant,
-    // side by side in `Packet` (its `repr(C)` layout), one 4-byte word.
-    let plain = u32::from(p.tso_mss) | (u32::from(p.vlan_tci.is_some()) << 16);
-    p.more.is_empty() & (plain == 0) && p.offload.words() == key
+    // The head: the offload words, then no shape bit but `Head::PTR` (one
+    // segment, no TSO, no VLAN insertion) with the flags, one 4-byte word.
+    let h = p.head();
+    h.lo() == key.0 && (h.hi() as u32 & !(Head::PTR as u32)) == Head::key32(key, 0)
 }
 
 /// A packet [`TxBatch::fresh`] reads: a [`Packet`], or a [`TxFrame`]
@@ -1338,10 +1397,28 @@ pub(super) trait FreshPkt {
     /// Whether it is a common packet ([`common`]) of the session whose
     /// offload values are `key`, its kind and length aside.
     fn common(&self, key: (u64, u16)) -> bool;
+    /// The offload words of a run whose first packet is this one and
+    /// whose offload values are `offload` (for a [`Packet`], its own:
+    /// the callers pass them).
+    fn run_key(&self, offload: &TxOffload) -> (u64, u16);
     /// Its (first) segment.
     fn buf(&self) -> PacketBuf<'_>;
     /// Its bytes if it is a frame of 64 bytes.
     fn frame64(&self) -> Option<&[u8; 64]>;
+    /// Its bytes if it is a common frame of 64 bytes of the session whose
+    /// key is `key` ([`FreshPkt::common`], [`FreshPkt::frame64`]; `key`
+    /// made by [`HeadEq::key`] of [`Head::key`] of the session's offload
+    /// words and 64).
+    fn common64<E: HeadEq>(&self, key: E::Key) -> Option<&[u8; 64]>;
+    /// The bytes of `a` and `b` if both are common frames of 64 bytes of
+    /// the session whose key is `key` (one test for both: [`HeadEq::pair64`]);
+    /// `None` says nothing (then each is tested on its own,
+    /// [`FreshPkt::common64`]).
+    fn pair64<'p, E: HeadEq>(
+        a: &'p Self,
+        b: &'p Self,
+        key: E::Key,
+    ) -> Option<(&'p [u8; 64], &'p [u8; 64])>;
     /// Its id.
     fn id(&self) -> u64;
 }
@@ -1352,16 +1429,34 @@ impl FreshPkt for Packet<'_> {
     fn common(&self, key: (u64, u16)) -> bool {
         common(self, key)
     }
+    /// Its own head words (`offload` is its offload values).
     #[inline(always)]
-    fn buf(&self) -> PacketBuf<'_> {
-        self.buf
+    fn run_key(&self, _: &TxOffload) -> (u64, u16) {
+        self.offload_words()
     }
     #[inline(always)]
+    fn buf(&self) -> PacketBuf<'_> {
+        Packet::buf(self)
+    }
+    /// (A pointer's bytes are empty: no test of its kind.)
+    #[inline(always)]
     fn frame64(&self) -> Option<&[u8; 64]> {
-        match self.buf {
-            PacketBuf::Frame(f) => f.data.try_into().ok(),
-            PacketBuf::Ptr(_) => None,
-        }
+        self.data.try_into().ok()
+    }
+    #[inline(always)]
+    fn pair64<'p, E: HeadEq>(
+        a: &'p Self,
+        b: &'p Self,
+        key: E::Key,
+    ) -> Option<(&'p [u8; 64], &'p [u8; 64])> {
+        E::pair64(a, b, key)
+    }
+    /// One comparison of the head with the key (offload words, shape 0:
+    /// a plain frame with its bytes at hand, length 64), then the length
+    /// of the bytes (the same, but a slice's length to the compiler).
+    #[inline(always)]
+    fn common64<E: HeadEq>(&self, key: E::Key) -> Option<&[u8; 64]> {
+        E::one64(self, key)
     }
     #[inline(always)]
     fn id(&self) -> u64 {
@@ -1378,6 +1473,10 @@ impl FreshPkt for TxFrame<'_> {
         true
     }
     #[inline(always)]
+    fn run_key(&self, offload: &TxOffload) -> (u64, u16) {
+        offload.words()
+    }
+    #[inline(always)]
     fn buf(&self) -> PacketBuf<'_> {
         PacketBuf::Frame(self.sge)
     }
@@ -1386,9 +1485,78 @@ impl FreshPkt for TxFrame<'_> {
     fn frame64(&self) -> Option<&[u8; 64]> {
         self.sge.data.try_into().ok()
     }
+    /// Its length only (plain, the burst's offload values, by its type).
+    #[inline(always)]
+    fn common64<E: HeadEq>(&self, _: E::Key) -> Option<&[u8; 64]> {
+        self.frame64()
+    }
+    /// `None`: a frame's test is its length only, each on its own.
+    #[inline(always)]
+    fn pair64<'p, E: HeadEq>(
+        _: &'p Self,
+        _: &'p Self,
+        _: E::Key,
+    ) -> Option<(&'p [u8; 64], &'p [u8; 64])> {
+        None
+    }
     #[inline(always)]
     fn id(&self) -> u64 {
         self.id
+    }
+}
+
+/// How the counted loops of 64-byte frames compare a packet's [`Head`]
+/// with the session's key ([`Head::key`]): [`Words`], or with AVX2 one
+/// 16-byte vector compare (`burst_avx2`).
+pub(super) trait HeadEq {
+    /// The key, as the loop keeps it.
+    type Key: Copy;
+    /// The key of a session of offload words `words`: the head of its
+    /// common 64-byte frames ([`Head::key`] of `words` and 64; the only
+    /// keys there are).
+    fn key(words: (u64, u16)) -> Self::Key;
+    /// Whether `h` is `key`.
+    fn same(h: &Head, key: Self::Key) -> bool;
+    /// The bytes of `p` if its head is `key`, a key of 64-byte frames
+    /// ([`Head::key`] of 64): it is then a plain frame of 64 bytes.
+    #[inline(always)]
+    fn one64<'p>(p: &'p Packet<'_>, key: Self::Key) -> Option<&'p [u8; 64]> {
+        if Self::same(p.head(), key) {
+            p.data.try_into().ok()
+        } else {
+            None
+        }
+    }
+    /// The bytes of `a` and `b` if the heads of both are `key`, a key of
+    /// 64-byte frames ([`Head::key`] of 64): both are then plain frames of
+    /// 64 bytes; `None` says nothing.
+    #[inline(always)]
+    fn pair64<'p>(
+        a: &'p Packet<'_>,
+        b: &'p Packet<'_>,
+        key: Self::Key,
+    ) -> Option<(&'p [u8; 64], &'p [u8; 64])> {
+        if Self::same(a.head(), key) && Self::same(b.head(), key) {
+            Some((a.frame64()?, b.frame64()?))
+        } else {
+            None
+        }
+    }
+}
+
+/// [`HeadEq`] as two 8-byte words.
+pub(super) struct Words;
+
+impl HeadEq for Words {
+    type Key = (u64, u64);
+    #[inline(always)]
+    fn key(words: (u64, u16)) -> (u64, u64) {
+        let key = Head::key(words, 64);
+        (key as u64, (key >> 64) as u64)
+    }
+    #[inline(always)]
+    fn same(h: &Head, key: (u64, u64)) -> bool {
+        h.lo() == key.0 && h.hi() == key.1
     }
 }
 
@@ -1422,7 +1590,7 @@ fn fill<const MODE: u8>(
         if !common(p, key) {
             break;
         }
-        match p.buf {
+        match p.buf() {
             PacketBuf::Frame(f) if MODE == SMALL => {
                 // 32..=64 bytes, inline: header, two overlapping 32-byte
                 // moves (the padding after the frame is not written).
@@ -1523,7 +1691,7 @@ fn same_run(
     key: (u64, u16),
     s: &mut Sess,
 ) -> (usize, bool) {
-    let Some(PacketBuf::Frame(f)) = pkts.first().map(|p| p.buf) else {
+    let Some(PacketBuf::Frame(f)) = pkts.first().map(|p| p.buf()) else {
         return (0, false);
     };
     match f.data.len() {
@@ -1649,7 +1817,7 @@ fn fill_same_as<const TLEN: usize, const LEN: usize>(
         if !common(p, (key_lo, key_hi)) {
             break;
         }
-        let PacketBuf::Frame(f) = p.buf else { break };
+        let PacketBuf::Frame(f) = p.buf() else { break };
         if f.data.len() != len {
             break;
         }
@@ -1694,7 +1862,7 @@ fn fill_one(
     if !common(p, key) {
         return Err(Exit::Other);
     }
-    let (len, frame, lkey, addr) = match p.buf {
+    let (len, frame, lkey, addr) = match p.buf() {
         PacketBuf::Frame(f) => (f.data.len(), Some(f.data), f.lkey, f.addr),
         PacketBuf::Ptr(s) => (s.length as usize, None, s.lkey, s.addr),
     };
@@ -2005,6 +2173,16 @@ pub(super) fn keyed<T: FreshPkt>(key: (u64, u16)) -> (u64, u16) {
     }
 }
 
+/// [`keyed`] for the key of a loop of 64-byte frames ([`HeadEq::key`]).
+#[inline(always)]
+pub(super) fn keyed64<T: FreshPkt, E: HeadEq>(key: E::Key) -> E::Key {
+    if T::KEYED {
+        core::hint::black_box(key)
+    } else {
+        key
+    }
+}
+
 /// The counted loop of a [`TxBatch::fresh`] run: writes the leading
 /// packets of `pkts` that are the run's into `region`, their ids into
 /// `ids`; returns how many. Inlined into `fresh` for pointers (and, in
@@ -2020,11 +2198,15 @@ pub(super) fn keyed<T: FreshPkt>(key: (u64, u16)) -> (u64, u16) {
 /// frame instead of 27). Only for packets whose test reads them
 /// ([`keyed`]): for frames it would only store them once per session.
 pub(super) trait FillRun {
+    /// How its packets' heads are compared with the session's key (64-byte
+    /// frames).
+    type Eq: HeadEq;
     /// The loop (`key`: the session's offload values, as words).
     fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize;
 }
 
 impl FillRun for Inline64 {
+    type Eq = Words;
     #[inline(always)]
     fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
         <Self as Fresh>::fill(region, pkts, ids, key)
@@ -2032,6 +2214,7 @@ impl FillRun for Inline64 {
 }
 
 impl<const FRAME: bool> FillRun for Ptrs<FRAME> {
+    type Eq = Words;
     #[inline(always)]
     fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
         fill_ptr_run::<T, FRAME>(region, pkts, ids, keyed::<T>(key))
@@ -2104,7 +2287,7 @@ impl Fresh for Inline64 {
 
     #[inline(always)]
     fn alike<T: FreshPkt>(p: &T, key: (u64, u16)) -> bool {
-        p.common(key) && p.frame64().is_some()
+        p.common64::<Words>(Words::key(key)).is_some()
     }
 
     #[inline(always)]
@@ -2114,7 +2297,7 @@ impl Fresh for Inline64 {
 
     #[inline(never)]
     fn fill<T: FreshPkt>(region: &mut [u8], pkts: &[T], ids: &mut [u64], key: (u64, u16)) -> usize {
-        fill64(region, pkts, ids, key)
+        fill64::<T, Words>(region, pkts, ids, key)
     }
 
     #[inline(always)]
@@ -2292,19 +2475,17 @@ fn fill_ptr_run<T: FreshPkt, const FRAME: bool>(
 /// `ids`; returns how many. `region` holds at least as many descriptors
 /// as the session takes (`pkts` bounds the loop).
 #[inline(always)]
-pub(super) fn fill64<T: FreshPkt>(
+pub(super) fn fill64<T: FreshPkt, E: HeadEq>(
     region: &mut [u8],
     pkts: &[T],
     ids: &mut [u64],
     key: (u64, u16),
 ) -> usize {
+    let key = E::key(key);
     let hdr = inline_header(64);
     let mut k = 0;
     for ((d, p), id) in region.chunks_exact_mut(80).zip(pkts).zip(ids.iter_mut()) {
-        if !p.common(key) {
-            break;
-        }
-        let (Ok(d), Some(frame)) = (<&mut [u8; 80]>::try_from(d), p.frame64()) else {
+        let (Ok(d), Some(frame)) = (<&mut [u8; 80]>::try_from(d), p.common64::<E>(key)) else {
             break;
         };
         // Header and frame (the padding after it is not written).
@@ -2441,24 +2622,31 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
             return 0;
         }
         let Some(p0) = pkts.first() else { return 0 };
-        let key = offload.words();
-        if !Inline64::alike(p0, key) {
+        // (Packets: the first one's head words, not its offload values
+        // encoded again.)
+        let key = p0.run_key(offload);
+        // (Packets: tested with the loop's compare, `F::Eq`.)
+        let first = if T::KEYED {
+            p0.common64::<F::Eq>(F::Eq::key(key)).is_some()
+        } else {
+            Inline64::alike(p0, key)
+        };
+        if !first {
             return 0;
         }
         let full = self.fresh.inline64;
         // (The session's packets: at most what the window's region holds,
-        // which `full.cap` is for this window. Frames: the bound, known
-        // here, lets `fill64_pairs` be unrolled whole, at most six pairs,
-        // no loop counter: measured 29.35 instructions per packet in
-        // `tx/empw_inline64_frames32` instead of 30.03.)
+        // which `full.cap` is for this window. The bound, known here, lets
+        // `fill64_pairs` be unrolled whole, at most six pairs, no loop
+        // counter: measured 29.35 instructions per packet in
+        // `tx/empw_inline64_frames32` instead of 30.03; packets, with
+        // their head compare, two a turn and their crossing session out
+        // of line: 35.2 in `tx/empw_inline64_burst32` instead of 37.0 one
+        // a turn with the queue's bound and the crossing inlined.)
         let (need, cap) = (
             full.need,
-            if T::KEYED {
-                full.cap
-            } else {
-                full.cap
-                    .min((WIN64 - mpw::TITLE_DS * SEND_WQE_DS) / Inline64::TLEN)
-            },
+            full.cap
+                .min((WIN64 - mpw::TITLE_DS * SEND_WQE_DS) / Inline64::TLEN),
         );
         let all = pkts.len();
         // The packets this loop may take (free ids up to the id ring's
@@ -2473,6 +2661,7 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
         };
         let full_at = self.sq.ci.wrapping_add(self.sq.size.entries());
         let eth = title_eth(key);
+        let k64 = F::Eq::key(key);
         // The counters in registers: the producer counter, those since
         // the last CQE request (WQEs, WQEBBs, packets), the sessions
         // closed full; the packet counter is `head0 + k`.
@@ -2565,14 +2754,13 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                                 (rest.get(..m), rest_ids.get_mut(..m))
                             {
                                 let ring = &mut self.sq.ring;
+                                // (Out of line, with AVX2 in
+                                // `burst_avx2::crossing64`; packets too, since
+                                // their head compare: measured 35.2
+                                // instructions per packet in
+                                // `tx/empw_inline64_burst32`, 37.9 with the
+                                // pair loop but the crossing inlined.)
                                 crossed = Some(match avx2 {
-                                    // Packets: inlined (measured: 44.8
-                                    // instructions per packet in
-                                    // `tx/empw_inline64_burst32` instead of
-                                    // 47.3 out of line).
-                                    _ if T::KEYED => {
-                                        fill_crossing_as::<T, F>(ring, pi, rest, rest_ids, key, eth)
-                                    }
                                     #[cfg(all(
                                         target_arch = "x86_64",
                                         target_feature = "sse2",
@@ -2609,16 +2797,16 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                 if let Some(d) = head.last_chunk_mut::<SEND_WQE_DS>() {
                     *d = eth;
                 }
-                // Packets: `fresh64`'s loop, one a turn, their shape tested
-                // with the offload words in registers (`keyed`; two a turn
-                // measured 50.9 instructions per packet instead of 49.0 in
-                // `tx/empw_inline64_burst32`).
+                // Two a turn (`fill64_pairs`); packets with their head
+                // compared with the key `k64` (made once per run, through
+                // `black_box` once per session, `keyed64`: measured 34.4
+                // instructions per packet in `tx/empw_inline64_burst32`,
+                // 35.2 with the key made per session, 36.9 with `k64` not
+                // through `black_box`).
                 let j = if let Some(j) = crossed {
                     j
-                } else if T::KEYED {
-                    fill64(region, rest, rest_ids, keyed::<T>(key))
                 } else {
-                    fill64_pairs(region, rest, rest_ids, key)
+                    fill64_pairs_of::<T, F::Eq>(region, rest, rest_ids, keyed64::<T, F::Eq>(k64))
                 };
                 if j == 0 {
                     // (Not reached: the packet was tested.)
@@ -2630,7 +2818,10 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
                 let ds = mpw::TITLE_DS as u32 + j32 * (Inline64::TLEN / SEND_WQE_DS) as u32;
                 // Closed by the next packet (the session is full and the
                 // packet alike), by the end of the burst, or left open.
-                let is_full = j == cap && pkts.get(k).is_some_and(|p| Inline64::alike(p, key));
+                let is_full = j == cap
+                    && pkts
+                        .get(k)
+                        .is_some_and(|p| p.common64::<F::Eq>(k64).is_some());
                 if !(is_full || (END && k == all)) {
                     *open = Some(Open {
                         pi,
@@ -2982,7 +3173,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// [`TxQueue::frames64_as`] takes frames: the counters as a value,
     /// the run of common 64-byte frames at the burst's start (the first
     /// one's offload values) through [`TxQueue::inline64_run`] (its
-    /// counted loop `fill64`, `fresh64`'s, with the shape test), the rest
+    /// counted loop the frames' `fill64_pairs`, with the test of the
+    /// packets' heads), the rest
     /// through [`TxBatch::push_burst_as`], the doorbell. The same WQEs as
     /// `tx_burst`'s own path (`tests::tx_burst_matches_push_avx2`). (Only
     /// `burst_avx2::tx_packets64` runs it.)
@@ -2993,7 +3185,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         let mut open = None;
         let n = match pkts.first() {
             Some(p0) => {
-                let offload = p0.offload;
+                let offload = p0.offload();
                 self.run64::<Packet<'_>, F, true, true>(&mut t, &mut open, pkts, &offload, avx2)
             }
             None => 0,
@@ -3063,17 +3255,11 @@ pub(super) fn fill_crossing_as<T: FreshPkt, F: FillRun>(
         None => return 0,
     };
     // (`F::fill` takes at most `n1`: fewer, the run ended before the end.
-    // Frames: all of `pkts` taken, the straddling descriptor finds none and
-    // the second part's loop none (one test fewer: measured 29.35
+    // All of `pkts` taken, the straddling descriptor finds none and the
+    // second part's loop none (one test fewer: measured 29.35
     // instructions per packet in `tx/empw_inline64_frames32` instead of
-    // 29.38; packets keep both, 43.35 instead of 43.43 in
-    // `tx/empw_inline64_burst32`).)
-    let stop = if T::KEYED {
-        k < n1 || k == pkts.len()
-    } else {
-        k != n1
-    };
-    if stop {
+    // 29.38).)
+    if k != n1 {
         return k;
     }
     // Where the descriptors after the end start in the second part.
@@ -3087,7 +3273,7 @@ pub(super) fn fill_crossing_as<T: FreshPkt, F: FillRun>(
         let (Some(p), Some(id)) = (pkts.get(k), ids.get_mut(k)) else {
             return k;
         };
-        let Some(f) = p.frame64().filter(|_| p.common(key)) else {
+        let Some(f) = p.common64::<F::Eq>(F::Eq::key(key)) else {
             return k;
         };
         let mut d = [0u8; 4 * SEND_WQE_DS + 4];
@@ -3095,37 +3281,16 @@ pub(super) fn fill_crossing_as<T: FreshPkt, F: FillRun>(
         h.copy_from_slice(&inline_header(64));
         x.copy_from_slice(f);
         *id = p.id();
-        if T::KEYED {
-            // Packets (inlined into their loop, `inline64_run`): a loop
-            // of 16-byte units, smaller code (measured: 43.3 instructions
-            // per packet in `tx/empw_inline64_burst32` instead of 44.4).
-            for (u, c) in d.chunks_exact(SEND_WQE_DS).enumerate() {
-                let at = u * SEND_WQE_DS;
-                let dst = match at.checked_sub(split) {
-                    None => w1.get_mut(b - split + at..b - split + at + SEND_WQE_DS),
-                    Some(a) => w2.get_mut(a..a + SEND_WQE_DS),
-                };
-                if let Some(dst) = dst {
-                    dst.copy_from_slice(c);
-                }
-            }
-            let a = 4 * SEND_WQE_DS - split;
-            if let (Some(dst), Some(c)) = (w2.get_mut(a..a + 4), d.last_chunk::<4>()) {
-                dst.copy_from_slice(c);
-            }
-        } else {
-            // Frames (out of line, `burst_avx2::crossing64`): one
-            // fixed-size copy into each part per split, no loop
-            // (measured: 30.1 instructions per packet in
-            // `tx/empw_inline64_frames32` instead of 30.2).
-            match split {
-                16 => straddle::<16, 52>(w1, w2, &d),
-                32 => straddle::<32, 36>(w1, w2, &d),
-                48 => straddle::<48, 20>(w1, w2, &d),
-                64 => straddle::<64, 4>(w1, w2, &d),
-                // (Not reached: `b` is whole WQEBBs.)
-                _ => return k,
-            }
+        // One fixed-size copy into each part per split, no loop
+        // (measured: 30.1 instructions per packet in
+        // `tx/empw_inline64_frames32` instead of 30.2).
+        match split {
+            16 => straddle::<16, 52>(w1, w2, &d),
+            32 => straddle::<32, 36>(w1, w2, &d),
+            48 => straddle::<48, 20>(w1, w2, &d),
+            64 => straddle::<64, 4>(w1, w2, &d),
+            // (Not reached: `b` is whole WQEBBs.)
+            _ => return k,
         }
         k += 1;
         at2 = TLEN - split;
@@ -3215,12 +3380,25 @@ fn put64(d: &mut [u8; 80], hdr: [u8; 4], frame: &[u8; 64], slot: &mut u64, id: u
 /// [`fill64`] two packets a turn (one loop test and one counter update
 /// for two: 13 instructions per 64-byte frame instead of 15), then the
 /// odd one: the same bytes, the same count.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
 #[inline(always)]
-pub(super) fn fill64_pairs<T: FreshPkt>(
+pub(super) fn fill64_pairs<T: FreshPkt, E: HeadEq>(
     region: &mut [u8],
     pkts: &[T],
     ids: &mut [u64],
     key: (u64, u16),
+) -> usize {
+    fill64_pairs_of::<T, E>(region, pkts, ids, E::key(key))
+}
+
+/// [`fill64_pairs`] with the key made ([`HeadEq::key`] of [`Head::key`]
+/// of the session's offload words and 64).
+#[inline(always)]
+pub(super) fn fill64_pairs_of<T: FreshPkt, E: HeadEq>(
+    region: &mut [u8],
+    pkts: &[T],
+    ids: &mut [u64],
+    key: E::Key,
 ) -> usize {
     let hdr = inline_header(64);
     let mut k = 0;
@@ -3237,17 +3415,29 @@ pub(super) fn fill64_pairs<T: FreshPkt>(
         else {
             return k;
         };
-        let Some(f0) = p0.frame64().filter(|_| p0.common(key)) else {
+        if T::KEYED {
+            // Packets: both heads tested at once, their bytes then at
+            // hand (`HeadEq::pair64`); if not, the first one on its own
+            // (below).
+            let Some((f0, f1)) = T::pair64::<E>(p0, p1, key) else {
+                break;
+            };
+            put64(d0, hdr, f0, i0, p0.id());
+            put64(d1, hdr, f1, i1, p1.id());
+            k += 2;
+            continue;
+        }
+        let Some(f0) = p0.common64::<E>(key) else {
             return k;
         };
         put64(d0, hdr, f0, i0, p0.id());
-        let Some(f1) = p1.frame64().filter(|_| p1.common(key)) else {
+        let Some(f1) = p1.common64::<E>(key) else {
             return k + 1;
         };
         put64(d1, hdr, f1, i1, p1.id());
         k += 2;
     }
-    // The odd one.
+    // The odd one (packets: or the first of a pair not both common).
     if let (Some(d), Some(p), Some(i)) = (
         region
             .get_mut(k * 80..)
@@ -3255,7 +3445,7 @@ pub(super) fn fill64_pairs<T: FreshPkt>(
         pkts.get(k),
         ids.get_mut(k),
     ) {
-        if let Some(f) = p.frame64().filter(|_| p.common(key)) {
+        if let Some(f) = p.common64::<E>(key) {
             put64(d, hdr, f, i, p.id());
             k += 1;
         }

@@ -806,7 +806,7 @@ fn uniform_burst<'d>(
                     0 => Packet::frame(id, LKEY, f.get(..f.len() - 1).unwrap_or(f)),
                     1 => p.with_offload(TxOffload {
                         metadata: 7,
-                        ..p.offload
+                        ..p.offload()
                     }),
                     2 if ptrs => Packet::frame(id, LKEY, f),
                     2 => Packet::ptr(id, LKEY, 0x20_0000, f.len() as u32),
@@ -1850,5 +1850,216 @@ fn padding_case<M: TxMode>(case: u64) {
         }
         (before_a, before_b) = (ra, rb);
         retire_both(&mut rng, &mut a, &mut b, &what);
+    }
+}
+
+/// The head a packet must have, computed from its accessors alone (not
+/// from `Head::of`): the offload words, the shape and the first
+/// segment's length (saturated).
+fn head_from_accessors(p: &Packet<'_>) -> Head {
+    let (lo, flags) = p.offload().words();
+    let (ptr, len) = match p.buf() {
+        PacketBuf::Frame(f) => (
+            0,
+            u64::try_from(f.data.len()).map_or(u64::from(u32::MAX), |l| l.min(u64::from(u32::MAX))),
+        ),
+        PacketBuf::Ptr(s) => (Head::PTR, u64::from(s.length)),
+    };
+    let mut shape = ptr;
+    if !p.more().is_empty() {
+        shape |= Head::MORE;
+    }
+    if p.tso_mss() != 0 {
+        shape |= Head::TSO;
+    }
+    if p.vlan_tci().is_some() {
+        shape |= Head::VLAN;
+    }
+    Head::new(lo, u64::from(flags) | shape | len << 32)
+}
+
+/// What a packet's accessors must say: the values given to its
+/// constructor and builders, the last of each kind winning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Model<'d> {
+    buf: PacketBuf<'d>,
+    id: u64,
+    more: &'d [Sge],
+    offload: TxOffload,
+    tso: (u16, u16),
+    vlan: Option<u16>,
+}
+
+/// Random offload values, every byte of them (flag bits included).
+fn random_offload(rng: &mut Rng) -> TxOffload {
+    let w = rng.next();
+    let f = rng.next();
+    TxOffload {
+        metadata: w as u32,
+        swp_offsets: ((w >> 32) as u32).to_le_bytes(),
+        cs_flags: EthCsFlags::from_bits(f as u8),
+        swp_flags: SwpFlags::from_bits((f >> 8) as u8),
+    }
+}
+
+/// Every constructor and builder, in random chains, keeps the head equal
+/// to the one its accessors give (a builder that forgot to update it
+/// fails here), and the accessors give back what was built.
+#[test]
+fn head_follows_every_builder() {
+    let frame = [0x5au8; 300];
+    let more = [Sge::new(3, 0x9000, 40), Sge::new(4, 0xa000, 0)];
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let cases = if cfg!(miri) { 50 } else { 5000 };
+    for case in 0..cases {
+        let id = rng.next();
+        let len = rng.pick(&[0usize, 1, 18, 19, 63, 64, 65, 128, 300]);
+        let data = frame.get(..len).unwrap_or(&frame);
+        let lkey = rng.next() as u32;
+        let (mut p, buf) = match rng.below(4) {
+            0 => {
+                let p = Packet::frame(id, lkey, data);
+                (p, PacketBuf::Frame(FrameSge::new(lkey, data)))
+            }
+            1 => {
+                let (addr, length) = (rng.next(), rng.pick(&[0u32, 19, 64, 1500, u32::MAX]));
+                let p = Packet::ptr(id, lkey, addr, length);
+                (p, PacketBuf::Ptr(Sge::new(lkey, addr, length)))
+            }
+            2 => {
+                let b = PacketBuf::Frame(FrameSge::with_addr(lkey, rng.next(), data));
+                (Packet::from_buf(id, b), b)
+            }
+            _ => {
+                let b = PacketBuf::Ptr(Sge::new(lkey, rng.next(), rng.next() as u32));
+                (Packet::from_buf(id, b), b)
+            }
+        };
+        let mut m = Model {
+            buf,
+            id,
+            more: &[],
+            offload: TxOffload::NONE,
+            tso: (0, 0),
+            vlan: None,
+        };
+        for step in 0..8 {
+            let seen = Model {
+                buf: p.buf(),
+                id: p.id(),
+                more: p.more(),
+                offload: p.offload(),
+                tso: (p.tso_mss(), p.tso_hdr_len()),
+                vlan: p.vlan_tci(),
+            };
+            assert_eq!(seen, m, "case {case} step {step}");
+            assert_eq!(
+                *p.head(),
+                head_from_accessors(&p),
+                "case {case} step {step}"
+            );
+            let first = match m.buf {
+                PacketBuf::Frame(f) => f.data.len() as u64,
+                PacketBuf::Ptr(s) => u64::from(s.length),
+            };
+            let total = m.more.iter().fold(first, |a, s| a + u64::from(s.length));
+            assert_eq!((p.len(), p.is_empty()), (total, total == 0));
+            match rng.below(7) {
+                0 => {
+                    let o = random_offload(&mut rng);
+                    p = p.with_offload(o);
+                    m.offload = o;
+                }
+                1 => {
+                    p = p.with_csum();
+                    m.offload = m.offload.with_csum();
+                }
+                2 => {
+                    let s = if rng.below(2) == 0 {
+                        &more[..]
+                    } else {
+                        &[][..]
+                    };
+                    p = p.with_segments(s);
+                    m.more = s;
+                }
+                3 => {
+                    let tci = rng.next() as u16;
+                    p = p.with_vlan(tci);
+                    m.vlan = Some(tci);
+                }
+                4 => {
+                    let (mss, hdr) = (rng.pick(&[0u16, 1, 1448]), rng.next() as u16);
+                    p = p.with_tso(mss, hdr);
+                    m.tso = (mss, hdr);
+                }
+                5 => {
+                    // A copy is the same packet.
+                    let q = p;
+                    assert_eq!(q, p);
+                }
+                _ => {
+                    // The frame of a `TxFrame` in a burst of these values.
+                    if let PacketBuf::Frame(f) = m.buf {
+                        let o = random_offload(&mut rng);
+                        p = TxFrame { id: m.id, sge: f }.packet(&o);
+                        m = Model {
+                            offload: o,
+                            more: &[],
+                            tso: (0, 0),
+                            vlan: None,
+                            ..m
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The shape test of the burst path (`burst::common` and the 64-byte
+/// frames' key, `Head::key`) says what the fields say: a plain frame
+/// (bytes at hand, one segment, no TSO, no VLAN insertion) of the
+/// session's offload values (and, for the key, of 64 bytes).
+#[test]
+fn head_key_is_the_common_frame_test() {
+    let frame = [7u8; 128];
+    let mut rng = Rng(0x0ddc_0ffe_e15e_a5e5);
+    let cases = if cfg!(miri) { 50 } else { 5000 };
+    for case in 0..cases {
+        let session = random_offload(&mut rng);
+        let offload = if rng.below(2) == 0 {
+            session
+        } else {
+            random_offload(&mut rng)
+        };
+        let len = rng.pick(&[63usize, 64, 65, 128]);
+        let data = frame.get(..len).unwrap_or(&frame);
+        let mut p = if rng.below(4) == 0 {
+            Packet::ptr(1, 2, 0x1000, len as u32)
+        } else {
+            Packet::frame(1, 2, data)
+        }
+        .with_offload(offload);
+        match rng.below(6) {
+            0 => p = p.with_vlan(5),
+            1 => p = p.with_tso(1000, 54),
+            2 => {
+                p = p.with_segments(&[Sge {
+                    addr: 0,
+                    length: 1,
+                    lkey: 0,
+                }])
+            }
+            _ => {}
+        }
+        let plain = p.more().is_empty() && p.tso_mss() == 0 && p.vlan_tci().is_none();
+        let frame64 = matches!(p.buf(), PacketBuf::Frame(f) if f.data.len() == 64);
+        let key = session.words();
+        assert_eq!(
+            p.head().w == Head::key(key, 64),
+            plain && frame64 && p.offload() == session,
+            "case {case}: {p:?}"
+        );
     }
 }
