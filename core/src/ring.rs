@@ -172,7 +172,7 @@ impl<'a> RingBuf<'a> {
 /// mask and every block it names lies inside the ring.
 ///
 /// Under `cfg(loom)` every block also has a `loom` cell that records the
-/// writes to it, and [`WqebbRing::device_reader`] hands a model's device
+/// writes to it, and `WqebbRing::device_reader` hands a model's device
 /// thread the matching reads, so that a model of the real send queue sees a
 /// "Causality violation" if the device reads a block not ordered after its
 /// last write (`core/tests/loom_sq.rs`).

@@ -4,7 +4,7 @@
 //! - [`decode`]: `mlx5dp decode`: CQEs, WQEs and mini-CQEs as fields or JSON,
 //!   and the record format of `hw-traces/`.
 //! - [`backend`]: the interface scenarios and tools run against, over the
-//!   emulated device ([`emu`]) or a ConnectX ([`verbs`], feature `verbs`).
+//!   emulated device ([`emu`]) or a ConnectX (`verbs`, with the feature `verbs`).
 //! - [`trace_record`]: `mlx5dp trace record` / `trace replay`.
 
 pub mod backend;

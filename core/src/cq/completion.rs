@@ -113,7 +113,7 @@ pub enum TimestampFormat {
         /// HCA core clock frequency in kHz (non-zero).
         hca_core_clock_khz: u64,
     },
-    /// Real-time: bits [63:32] seconds, [31:0] nanoseconds (DPDK
+    /// Real-time: bits \[63:32\] seconds, \[31:0\] nanoseconds (DPDK
     /// `mlx5_txpp_convert_rx_ts`; rdma-core returns such values raw).
     RealTime,
 }

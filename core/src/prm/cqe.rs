@@ -33,10 +33,10 @@ pub struct OpOwn {
     /// Solicited event, bit 1.
     #[bits(1)]
     pub se: bool,
-    /// Format, bits [3:2] ([`CqeFormat`]); 3 = compressed.
+    /// Format, bits \[3:2\] ([`CqeFormat`]); 3 = compressed.
     #[bits(2)]
     pub format: u8,
-    /// CQE opcode, bits [7:4] ([`CqeOpcode`]); in an enhanced-layout
+    /// CQE opcode, bits \[7:4\] ([`CqeOpcode`]); in an enhanced-layout
     /// compressed CQE, the number of mini-CQEs minus one.
     #[bits(4)]
     pub opcode: u8,
@@ -54,13 +54,13 @@ pub struct OpOwn {
     Eq,
 )]
 pub struct FlagsRqpn {
-    /// Source QP number (UD), bits [23:0].
+    /// Source QP number (UD), bits \[23:0\].
     #[bits(24)]
     pub rqpn: u32,
-    /// Service level, bits [27:24] (RoCE: packet type in [26:24]).
+    /// Service level, bits \[27:24\] (RoCE: packet type in \[26:24\]).
     #[bits(4)]
     pub sl: u8,
-    /// GRH location, bits [29:28]: 1 = in the data buffer, 2 = in the CQE;
+    /// GRH location, bits \[29:28\]: 1 = in the data buffer, 2 = in the CQE;
     /// non-zero means a GRH was present (`IBV_WC_GRH`).
     #[bits(2)]
     pub grh: u8,
@@ -110,10 +110,10 @@ pub struct L4L3HdrType {
     pub cvlan_stripped: bool,
     #[bits(1)]
     __: u8,
-    /// L3 header type, bits [3:2] ([`L3HdrType`]).
+    /// L3 header type, bits \[3:2\] ([`L3HdrType`]).
     #[bits(2)]
     pub l3_hdr_type: u8,
-    /// L4 header type, bits [6:4] ([`L4HdrType`]).
+    /// L4 header type, bits \[6:4\] ([`L4HdrType`]).
     #[bits(3)]
     pub l4_hdr_type: u8,
     /// IP fragment, bit 7 (DPDK packet-type table).
@@ -133,10 +133,10 @@ pub struct L4L3HdrType {
     Eq,
 )]
 pub struct SrqnUidx {
-    /// SRQ number, or the QP's user index with CQE version 1, bits [23:0].
+    /// SRQ number, or the QP's user index with CQE version 1, bits \[23:0\].
     #[bits(24)]
     pub srqn_uidx: u32,
-    /// LRO: number of coalesced segments, bits [31:24] (kernel).
+    /// LRO: number of coalesced segments, bits \[31:24\] (kernel).
     #[bits(8)]
     pub lro_num_seg: u8,
 }
@@ -153,10 +153,10 @@ pub struct SrqnUidx {
     Eq,
 )]
 pub struct SopDropQpn {
-    /// QP/SQ number, bits [23:0]; on an Ethernet RQ the flow tag (mark).
+    /// QP/SQ number, bits \[23:0\]; on an Ethernet RQ the flow tag (mark).
     #[bits(24)]
     pub qpn: u32,
-    /// Requester: opcode of the completed send WQE, bits [31:24].
+    /// Requester: opcode of the completed send WQE, bits \[31:24\].
     #[bits(8)]
     pub sop: u8,
 }
@@ -168,10 +168,10 @@ pub const FLOW_TAG_MASK: u32 = 0x00ff_ffff;
 #[bitfield(u32)]
 #[derive(PartialEq, Eq)]
 pub struct MprqByteCnt {
-    /// Bytes of the packet, bits [15:0].
+    /// Bytes of the packet, bits \[15:0\].
     #[bits(16)]
     pub byte_cnt: u16,
-    /// Strides the packet consumed, bits [29:16].
+    /// Strides the packet consumed, bits \[29:16\].
     #[bits(14)]
     pub strides: u16,
     #[bits(1)]
@@ -203,7 +203,7 @@ wire_struct! {
         pub rss_hash_result: Be32,
         /// RSS hash type.
         pub rss_hash_type: u8,
-        /// InfiniBand: DLID path bits in [6:0].
+        /// InfiniBand: DLID path bits in \[6:0\].
         pub ml_path: u8,
         /// Reserved.
         pub rsvd18: [u8; 2],
@@ -305,10 +305,10 @@ impl Cqe64 {
     Eq,
 )]
 pub struct SWqeOpcodeQpn {
-    /// QP number, bits [23:0].
+    /// QP number, bits \[23:0\].
     #[bits(24)]
     pub qpn: u32,
-    /// Opcode of the failed send WQE, bits [31:24].
+    /// Opcode of the failed send WQE, bits \[31:24\].
     #[bits(8)]
     pub s_wqe_opcode: u8,
 }
@@ -425,10 +425,10 @@ wire_struct! {
     Eq,
 )]
 pub struct FtagByteCnt {
-    /// Byte count, bits [23:0] (DPDK masks with `MLX5_LEN_WITH_MARK_MASK`).
+    /// Byte count, bits \[23:0\] (DPDK masks with `MLX5_LEN_WITH_MARK_MASK`).
     #[bits(24)]
     pub byte_cnt: u32,
-    /// Flow tag bits [23:16], bits [31:24].
+    /// Flow tag bits \[23:16\], bits \[31:24\].
     #[bits(8)]
     pub flow_tag_high: u8,
 }
@@ -436,11 +436,11 @@ pub struct FtagByteCnt {
 wire_struct! {
     /// Mini-CQE, FTAG_STRIDX format (PRM value 2).
     pub struct MiniCqeFtagStridx(8) {
-        /// Flow tag bits [15:0].
+        /// Flow tag bits \[15:0\].
         pub flow_tag_low: Be16,
         /// Stride index.
         pub stride_idx: Be16,
-        /// Flow tag bits [23:16] and the byte count.
+        /// Flow tag bits \[23:16\] and the byte count.
         pub ftag_byte_cnt: FtagByteCnt,
     }
 }

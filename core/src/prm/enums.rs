@@ -258,7 +258,7 @@ impl Syndrome {
 }
 
 prm_enum! {
-    /// L3 header type: CQE byte 29 bits [3:2] (rdma-core `MLX5_CQE_L3_HDR_TYPE_*`).
+    /// L3 header type: CQE byte 29 bits \[3:2\] (rdma-core `MLX5_CQE_L3_HDR_TYPE_*`).
     pub enum L3HdrType: u8 {
         /// No L3 header recognised.
         None = 0 => "none",
@@ -270,7 +270,7 @@ prm_enum! {
 }
 
 prm_enum! {
-    /// L4 header type: CQE byte 29 bits [6:4] (kernel `CQE_L4_HDR_TYPE_*`).
+    /// L4 header type: CQE byte 29 bits \[6:4\] (kernel `CQE_L4_HDR_TYPE_*`).
     pub enum L4HdrType: u8 {
         /// No L4 header recognised.
         None = 0 => "none",
