@@ -465,7 +465,8 @@ impl Default for TxOffload {
 pub struct Packet<'d> {
     /// The summary (first, 16-byte aligned: two aligned 8-byte words).
     /// Always `Head::of` the other fields (every constructor and builder
-    /// ends with [`Packet::fixed`], and nothing else writes a field):
+    /// ends with [`Packet::fixed`], but `TxFrame::packet`, which builds
+    /// a plain frame's head itself; nothing else writes a field):
     /// `burst_avx2`'s vector compare reads a frame's 64 bytes on the
     /// head's word, without a test of `data`'s length.
     head: Head,

@@ -328,8 +328,9 @@ impl HeadEq for Vec128 {
         }
         // SAFETY: a packet's head is always `Head::of` its values (the
         // invariant `Packet` keeps: its fields are private to `sq::mpw`,
-        // and every constructor and builder ends with `Packet::fixed`;
-        // `tests::head_follows_every_builder`). `key` is a head of shape 0
+        // every constructor and builder ends with `Packet::fixed`, and
+        // `TxFrame::packet` builds a plain frame's head of `data.len()`
+        // itself; `tests::head_follows_every_builder` covers both). `key` is a head of shape 0
         // and length 64 (`Key64` is made only by `Vec128::key`), so each
         // packet's shape is 0 (no `Head::PTR`: `data` is the frame's
         // bytes) and its length 64, which is `data.len()` (saturated at
