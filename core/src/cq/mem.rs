@@ -862,8 +862,8 @@ impl<const S: usize> BlockRun<S> {
         FitBlocks {
             // Entry `k` is in iff `7k <= last` (before the ring's end) and
             // `7k + 7 <= room` (its summaries fit): `7k < end`, no
-            // division.
-            end: (self.last + 1).min(room.saturating_sub(BLOCK_STEP - 1)),
+            // division; kept as `16 end`.
+            end16: (self.last + 1).min(room.saturating_sub(BLOCK_STEP - 1)) * 16,
             run: self,
         }
     }
@@ -932,13 +932,17 @@ impl<const S: usize> BlockRun<S> {
     /// owner bit with the opcode and format. Not owned: `None`,
     /// nothing else read; owned: the from-device barrier, then the entry
     /// copied out once, a full block (seven minis) or not by the bytes read
-    /// before the barrier.
+    /// before the barrier. The offset is given as `o16 = 16 o` (see
+    /// [`FitBlocks::read_block`]).
     ///
     /// # Safety
-    /// `o <= self.last` (the entry lies before the ring's end).
+    /// `o16 = 16 o` with `o <= self.last` (the entry lies before the
+    /// ring's end).
     #[inline(always)]
-    unsafe fn read_in(&self, o: usize) -> Option<Block> {
-        let cqe = self.first.wrapping_add(o * S);
+    unsafe fn read_in(&self, o16: usize) -> Option<Block> {
+        const { assert!(S % 16 == 0) };
+        // `o16 * (S / 16) = o * S` (`o16 = 16 o`: caller contract).
+        let cqe = self.first.wrapping_add(o16 * (S / 16));
         // SAFETY: `o <= last` (caller contract): slot `ci + o` is in
         // bounds (at most the ring's last); bytes 62–63 of a CQE of a ring
         // aligned to `RING_ALIGN` are 2-byte aligned.
@@ -972,9 +976,9 @@ impl<const S: usize> BlockRun<S> {
 /// the from-device barrier.
 ///
 /// `wide` (x86-64; ignored elsewhere): two 32-byte volatile loads, for
-/// callers compiled with AVX (one `vmovdqa ymm` each; the AVX2 writer then
-/// takes each 16-byte pair out of a register with one permute instead of
-/// an insert); otherwise four 16-byte loads, what a caller without AVX
+/// callers compiled with AVX (one `vmovdqa ymm` each; the AVX2 block
+/// writer shuffles each half as loaded, within its 16-byte lanes, no
+/// permute or insert); otherwise four 16-byte loads, what a caller without AVX
 /// handles best. Either way each byte is read once.
 ///
 /// # Safety
@@ -1007,13 +1011,14 @@ unsafe fn copy_at(cqe: *mut u8, wide: bool) -> CqeCopy {
 
 /// The entries of a [`BlockRun`] whose summaries fit in the room given to
 /// [`BlockRun::fit`]: a loop over them needs no other bound
-/// ([`Self::read_block`] tests the one bound, `o < end` for the entry at
-/// slot offset `o` = 7k).
+/// ([`Self::read_block`] tests the one bound, `16 o < 16 end` for the
+/// entry at slot offset `o` = 7k).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FitBlocks<const S: usize> {
     run: BlockRun<S>,
-    /// Entry `k` is in iff `7k < end`; `end <= run.last + 1`.
-    end: usize,
+    /// Sixteen times the bound `end`: entry `k` is in iff `7k < end`;
+    /// `end <= run.last + 1`.
+    end16: usize,
 }
 
 #[cfg_attr(
@@ -1021,16 +1026,22 @@ pub(crate) struct FitBlocks<const S: usize> {
     expect(dead_code, reason = "only the AVX2 block writer bounds its run ahead")
 )]
 impl<const S: usize> FitBlocks<S> {
-    /// The entry at slot offset `o` (consumer index `ci + o`; the run's
-    /// entry `o / 7` for `o` a multiple of seven), if in (`o < end`) and
-    /// owned ([`BlockRun::read_in`]).
+    /// The entry at slot offset `o = o16 / 16` (consumer index `ci + o`;
+    /// the run's entry `o / 7` for `o` a multiple of seven), if in (`o16 <
+    /// 16 end`) and owned ([`BlockRun::read_in`]). Given as `o16 = 16 o`,
+    /// the byte offset of its first summary in the block writer's `out`,
+    /// so that one register indexes the ring and `out`.
+    ///
+    /// # Safety
+    /// `o16` is a multiple of 16.
     #[inline(always)]
-    pub(crate) fn read_block(&self, o: usize) -> Option<Block> {
-        if o >= self.end {
+    pub(crate) unsafe fn read_block(&self, o16: usize) -> Option<Block> {
+        if o16 >= self.end16 {
             return None;
         }
-        // SAFETY: `o < end <= run.last + 1`, so `o <= run.last`.
-        unsafe { self.run.read_in(o) }
+        // SAFETY: `o16 = 16 o` (caller contract) with `16 o < 16 end <=
+        // 16 (run.last + 1)`, so `o <= run.last`.
+        unsafe { self.run.read_in(o16) }
     }
 }
 

@@ -33,15 +33,15 @@ use crate::prm::{Cqe64, MiniCqe, OpOwn, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_A
 use core::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi16, _mm256_and_si256, _mm256_broadcastsi128_si256,
     _mm256_castsi256_si128, _mm256_extracti128_si256, _mm256_load_si256, _mm256_loadu_si256,
-    _mm256_or_si256, _mm256_permute4x64_epi64, _mm256_set1_epi16, _mm256_set1_epi32,
-    _mm256_setzero_si256, _mm256_shuffle_epi8, _mm256_slli_epi32, _mm256_srli_epi32,
-    _mm256_storeu_si256, _mm256_unpackhi_epi64, _mm256_unpacklo_epi64, _mm_add_epi16,
-    _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16,
-    _mm_packus_epi32, _mm_set1_epi16, _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi32,
-    _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128,
-    _mm_srli_epi32, _mm_store_si128, _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16,
-    _mm_unpackhi_epi32, _mm_unpackhi_epi64, _mm_unpacklo_epi16, _mm_unpacklo_epi32,
-    _mm_unpacklo_epi64,
+    _mm256_or_si256, _mm256_permute2x128_si256, _mm256_permute4x64_epi64, _mm256_set1_epi16,
+    _mm256_set1_epi32, _mm256_set_m128i, _mm256_setzero_si256, _mm256_shuffle_epi8,
+    _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256, _mm256_unpackhi_epi64,
+    _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128,
+    _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16, _mm_set1_epi32,
+    _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8,
+    _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128, _mm_storel_epi64,
+    _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
+    _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
 };
 
 pub use crate::cpu::{Avx2, Sse41};
@@ -827,7 +827,12 @@ unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
 /// bytes (as [`SummaryWriter::write_blocks`] makes for the real barrier of
 /// aarch64) would only add a loop. The run is bounded once, in slots (an
 /// entry at slot offset `o` is read only if `o` lies before the ring's end
-/// and seven places from `o` on lie in `out`), and walked by one offset.
+/// and seven places from `o` on lie in `out`), and walked by one offset,
+/// kept as `q = 16 o` (the byte offset of the entry's summaries in `out`;
+/// the ring's entry at `S / 16` times it): one register indexes both.
+/// Each block is written from its copy's two 32-byte halves as loaded
+/// ([`write_block_avx2`]: two masks, the accumulators in
+/// [`block_layout`], no permute of the copy).
 ///
 /// Past the full blocks, from the same running state: a shorter
 /// compressed CQE (the last block of a session, [`tail_block_avx2`]) and,
@@ -863,66 +868,72 @@ unsafe fn write_blocks_avx2<const S: usize>(
         return BlocksTaken::none(running);
     }
     let base = out.as_mut_ptr();
+    // Offsets kept as `q = 16 o` (slot offset `o`): the byte offset of the
+    // entry's first summary in `out`, so that one register indexes the
+    // ring and `out` ([`FitBlocks::read_block`]); always a multiple of 16.
     // The running counter at offset `o`: `rb + o` (running shape; `rb`
     // otherwise): `running` at offset 0, then each title's next counter
     // at the offset after it; one slot per mini from there.
     let mut rb = running;
-    let at = |rb: u16, o: usize| rb.wrapping_add(o as u16 & run_mask);
+    let at = |rb: u16, q: usize| rb.wrapping_add((q / 16) as u16 & run_mask);
     let mut titled = false;
-    let mut o = 0;
+    let mut q = 0;
     let mut copy = first;
     // SAFETY: AVX2 is enabled for this function and available (caller
-    // contract). Each entry written is at an offset `o` that `fit` has
-    // (block 0: after the room test): seven places at `base + o` inside
+    // contract). Each entry written is at an offset `o = q / 16` that
+    // `fit` has (block 0: after the room test): seven places at `base + o`
+    // (`base.byte_add(q)`: a summary is 16 bytes) inside
     // `out` (`write_block_avx2`'s and `tail_block_avx2`'s contract; a
-    // title's summary is one of them).
+    // title's summary is one of them). `q` stays a multiple of 16 (steps
+    // of `16 n`): `read_block`'s and `full_run`'s contract.
     unsafe {
         let step = _mm256_and_si256(_mm256_set1_epi16(B as i16), p.run);
-        // Each turn: `copy`, the owned full block at `o`, copied; its
+        let masks = block_masks(p);
+        // Each turn: `copy`, the owned full block at `q`, copied; its
         // blocks, then the entries after them that are not full blocks.
         'blocks: loop {
-            let mut acc = accumulators(p, at(rb, o));
-            write_block_avx2(p, &acc, copy, base.add(o));
+            let mut acc = block_layout(&accumulators(p, at(rb, q)));
+            write_block_avx2(&masks, &acc, copy, base.byte_add(q));
             // Each next block written right after its copy.
             let mut next;
-            (o, next) = full_run(p, &fit, &mut acc, step, base, o + B);
+            (q, next) = full_run(&masks, &fit, &mut acc, step, base, q + 16 * B);
             // The first entry after them: a shorter block from the
             // accumulators (advanced by one block); the next ones from the
             // running counter at their offset.
             let mut first_after = true;
             loop {
-                // `next`: the owned entry at `o`, copied, not a full block.
+                // `next`: the owned entry at `q`, copied, not a full block.
                 let Some(Block { copy: c, .. }) = next else {
                     break 'blocks;
                 };
                 copy = c;
                 let op_own = copy.to_cqe().op_own;
+                let dst = base.byte_add(q);
                 let count = if first_after {
-                    tail_block_avx2(p, &acc, step, copy, op_own, base.add(o))
+                    tail_block_avx2(p, &masks, &acc, step, copy, op_own, dst)
                 } else {
-                    let acc = accumulators(p, at(rb, o));
+                    let acc = block_layout(&accumulators(p, at(rb, q)));
                     let zero = _mm256_setzero_si256();
-                    tail_block_avx2(p, &acc, zero, copy, op_own, base.add(o))
+                    tail_block_avx2(p, &masks, &acc, zero, copy, op_own, dst)
                 };
                 first_after = false;
                 if let Some(count) = count {
-                    o += count as usize;
-                } else if let Some(after) = take_title(&mut titles, plan, copy, op_own, base.add(o))
-                {
+                    q += 16 * count as usize;
+                } else if let Some(after) = take_title(&mut titles, plan, copy, op_own, dst) {
                     titled = true;
-                    o += 1;
-                    rb = after.wrapping_sub(o as u16 & run_mask);
+                    q += 16;
+                    rb = after.wrapping_sub((q / 16) as u16 & run_mask);
                 } else {
                     return BlocksTaken {
-                        taken: o,
-                        running: at(rb, o),
+                        taken: q / 16,
+                        running: at(rb, q),
                         titled,
                         pending: Some(copy),
                     };
                 }
                 // The next entry: its ownership bytes, the barrier, one
                 // copy.
-                match fit.read_block(o) {
+                match fit.read_block(q) {
                     Some(Block {
                         copy: c,
                         full: true,
@@ -936,44 +947,47 @@ unsafe fn write_blocks_avx2<const S: usize>(
         }
     }
     BlocksTaken {
-        taken: o,
-        running: at(rb, o),
+        taken: q / 16,
+        running: at(rb, q),
         titled,
         pending: None,
     }
 }
 
 /// The full blocks of a run of [`write_blocks_avx2`] from slot offset `o`
-/// on, each written at `base + o` right after its copy, `acc` advanced by
+/// on (given as `q = 16 o`, a multiple of 16, as returned), each written
+/// at `base + o` right after its copy, `acc` advanced by
 /// `step` before each; returns the offset after them and the entry there
 /// if owned (copied: not a full block).
 ///
 /// # Safety
 /// The CPU must support AVX2; `base` must be valid for writes of the
-/// places `fit` has (seven from each offset it reads).
+/// places `fit` has (seven from each offset it reads); `q` is a multiple
+/// of 16.
 #[inline(always)]
 unsafe fn full_run<const S: usize>(
-    p: &Avx2Prepared,
+    masks: &[__m256i; 2],
     fit: &FitBlocks<S>,
     acc: &mut [__m256i; 4],
     step: __m256i,
     base: *mut CompletionSummary,
-    mut o: usize,
+    mut q: usize,
 ) -> (usize, Option<Block>) {
     const B: usize = ENHANCED_MAX_MINIS;
     loop {
-        match fit.read_block(o) {
+        // SAFETY: `q` is a multiple of 16 (caller contract; steps of 16 B).
+        match unsafe { fit.read_block(q) } {
             Some(Block { copy, full: true }) => {
-                // SAFETY: AVX2 is available; `fit` has `o`: seven places at
-                // `base + o` (caller contract).
+                // SAFETY: AVX2 is available; `fit` has `o = q / 16`: seven
+                // places at `base + o` (caller contract).
                 unsafe {
                     advance(acc, step);
-                    write_block_avx2(p, acc, copy, base.add(o));
+                    write_block_avx2(masks, acc, copy, base.byte_add(q));
                 }
             }
-            next => return (o, next),
+            next => return (q, next),
         }
-        o += B;
+        q += 16 * B;
     }
 }
 
@@ -1047,9 +1061,10 @@ unsafe fn advance(acc: &mut [__m256i; 4], step: __m256i) {
 /// ownership bytes; `op_own`, its `op_own` byte, from the copy) is a
 /// compressed CQE of fewer than seven minis, written
 /// at `dst` (the run's next seven places) from the accumulators `acc`
-/// advanced by `step` (the running counter at its first mini): one pair
-/// for one or two minis, else seven lanes (those past its count land in
-/// `out` past the burst's count, where [`Cq::poll_burst`] may leave
+/// (block layout, [`block_layout`]) advanced by `step` (the running
+/// counter at its first mini): one pair for one or two minis, else seven
+/// lanes as a full block ([`write_block_avx2`]; those past its count land
+/// in `out` past the burst's count, where [`Cq::poll_burst`] may leave
 /// anything); returns its count. Anything else (a plain CQE, a malformed
 /// block): `None`, nothing written.
 ///
@@ -1059,6 +1074,7 @@ unsafe fn advance(acc: &mut [__m256i; 4], step: __m256i) {
 #[inline(always)]
 unsafe fn tail_block_avx2(
     p: &Avx2Prepared,
+    masks: &[__m256i; 2],
     acc: &[__m256i; 4],
     step: __m256i,
     copy: CqeCopy,
@@ -1068,22 +1084,25 @@ unsafe fn tail_block_avx2(
     const B: usize = ENHANCED_MAX_MINIS;
     let count = zip::enhanced_count(op_own);
     let compressed = op_own.into_bits() & FORMAT_MASK == FORMAT_COMPRESSED;
-    let d = dst.cast::<__m256i>();
     if compressed && count <= 2 {
         // SAFETY: AVX2 is available and `dst` valid for writes of seven
-        // summaries (caller contract). Store: pair 0, 32 bytes,
-        // `dst[0..2]`; every byte pattern is a valid summary (as in
-        // `write_sse41`).
-        unsafe { _mm256_storeu_si256(d, tail_pair(p, acc, step, copy, 0)) };
-    } else if compressed && (count as usize) < B {
-        // SAFETY: as above; pairs 0–2 write `dst[0..6]` (3 × 32 bytes),
-        // pair 3's low half `dst[6]` (16 bytes).
+        // summaries (caller contract): register operations, then one
+        // store, 32 bytes, `dst[0..2]`; every byte pattern is a valid
+        // summary (as in `write_sse41`). Pair 0's accumulator is `[a0 |
+        // a1]`: the low halves of the first two in block layout.
         unsafe {
-            _mm256_storeu_si256(d, tail_pair(p, acc, step, copy, 0));
-            _mm256_storeu_si256(d.add(1), tail_pair(p, acc, step, copy, 1));
-            _mm256_storeu_si256(d.add(2), tail_pair(p, acc, step, copy, 2));
-            let last = _mm256_castsi256_si128(tail_pair(p, acc, step, copy, 3));
-            _mm_storeu_si128(d.add(3).cast::<__m128i>(), last);
+            let a = _mm256_add_epi16(_mm256_permute2x128_si256::<0x20>(acc[0], acc[1]), step);
+            let v = _mm256_broadcastsi128_si256(copy.0[0]);
+            let s = _mm256_add_epi16(_mm256_shuffle_epi8(v, p.mask), a);
+            _mm256_storeu_si256(dst.cast::<__m256i>(), s);
+        }
+    } else if compressed && (count as usize) < B {
+        let mut a = *acc;
+        // SAFETY: AVX2 is available and `dst` valid for writes of seven
+        // summaries (caller contract).
+        unsafe {
+            advance(&mut a, step);
+            write_block_avx2(masks, &a, copy, dst);
         }
     } else {
         return None;
@@ -1094,56 +1113,75 @@ unsafe fn tail_block_avx2(
     Some((u32::from(op_own.into_bits()) + 16) >> 4)
 }
 
-/// Pair `j` (< 4) of [`tail_block_avx2`]: its two summaries, from the
-/// accumulator `acc[j]` advanced by `step`.
-///
-/// # Safety
-/// The CPU must support AVX2.
-#[inline(always)]
-unsafe fn tail_pair(
-    p: &Avx2Prepared,
-    acc: &[__m256i; 4],
-    step: __m256i,
-    copy: CqeCopy,
-    j: usize,
-) -> __m256i {
-    // SAFETY: AVX2 is available (caller contract): register operations.
-    unsafe {
-        let v = _mm256_broadcastsi128_si256(copy.0[j & 3]);
-        let a = _mm256_add_epi16(acc[j & 3], step);
-        _mm256_add_epi16(_mm256_shuffle_epi8(v, p.mask), a)
-    }
-}
-
 /// One block of [`write_blocks_avx2`]: the seven summaries of `copy`
-/// into `dst` (112 bytes: three 32-byte stores, one 16-byte store), from
-/// the accumulators `acc` (its pairs' constant parts and running counter).
+/// into `dst` (112 bytes), from the accumulators `acc` in block layout
+/// ([`block_layout`]) and `masks` ([`block_masks`]). The copy's two
+/// 32-byte halves are shuffled as loaded, no permute across halves:
+/// minis 0–3 (`[m0 m1 | m2 m3]`) by the shape's mask into `[s0 | s3]` and
+/// by the mask with its halves swapped into `[s1 | s2]`; minis 4–6 (`[m4
+/// m5 | m6 ·]`) likewise into `[s4 | ·]` and `[s5 | s6]`. Stores: `s0`
+/// (16 bytes), `s1 s2` (32), `s3` (the upper half, 16), `s4` (16), `s5
+/// s6` (32): the 112 bytes once each.
 ///
 /// # Safety
 /// The CPU must support AVX2; `dst` must be valid for writes of seven
 /// summaries.
 #[inline(always)]
 unsafe fn write_block_avx2(
-    p: &Avx2Prepared,
+    masks: &[__m256i; 2],
     acc: &[__m256i; 4],
     copy: CqeCopy,
     dst: *mut CompletionSummary,
 ) {
-    let d = dst.cast::<__m256i>();
+    let [c0, c1, c2, c3] = copy.0;
+    let d = dst.cast::<__m128i>();
     // SAFETY: AVX2 is available and `dst` valid for writes of seven
-    // summaries (caller contract). Stores: pairs 0–2 write `dst[0..6]` (3 ×
-    // 32 bytes), pair 3's low half `dst[6]` (16 bytes); every byte pattern
-    // is a valid summary (as in `write_sse41`).
+    // summaries (caller contract): the stores write `dst[0]`, `dst[1..3]`,
+    // `dst[3]`, `dst[4]`, `dst[5..7]`; every byte pattern is a valid
+    // summary (as in `write_sse41`).
     unsafe {
-        for (j, a) in acc.iter().enumerate() {
-            let pair = _mm256_broadcastsi128_si256(copy.0[j]);
-            let s = _mm256_add_epi16(_mm256_shuffle_epi8(pair, p.mask), *a);
-            if j < 3 {
-                _mm256_storeu_si256(d.add(j), s);
-            } else {
-                _mm_storeu_si128(d.add(j).cast::<__m128i>(), _mm256_castsi256_si128(s));
-            }
-        }
+        let lo = _mm256_set_m128i(c1, c0);
+        let hi = _mm256_set_m128i(c3, c2);
+        let s03 = _mm256_add_epi16(_mm256_shuffle_epi8(lo, masks[0]), acc[0]);
+        let s12 = _mm256_add_epi16(_mm256_shuffle_epi8(lo, masks[1]), acc[1]);
+        let s4 = _mm256_add_epi16(_mm256_shuffle_epi8(hi, masks[0]), acc[2]);
+        let s56 = _mm256_add_epi16(_mm256_shuffle_epi8(hi, masks[1]), acc[3]);
+        _mm_storeu_si128(d, _mm256_castsi256_si128(s03));
+        _mm256_storeu_si256(d.add(1).cast::<__m256i>(), s12);
+        _mm_storeu_si128(d.add(3), _mm256_extracti128_si256::<1>(s03));
+        _mm_storeu_si128(d.add(4), _mm256_castsi256_si128(s4));
+        _mm256_storeu_si256(d.add(5).cast::<__m256i>(), s56);
+    }
+}
+
+/// The shape's mask and the same with its halves swapped, as
+/// [`write_block_avx2`] takes them.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn block_masks(p: &Avx2Prepared) -> [__m256i; 2] {
+    // SAFETY: AVX2 is available (caller contract): register operations.
+    unsafe { [p.mask, _mm256_permute4x64_epi64::<0x4e>(p.mask)] }
+}
+
+/// Per-pair accumulators (`[a01, a23, a45, a67]`, each `[low | high]`
+/// the constant part and running counter of minis `2j`, `2j + 1`) in the
+/// layout of [`write_block_avx2`]: `[a0 | a3]`, `[a1 | a2]`, `[a4 | ·]`,
+/// `[a5 | a6]`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[inline(always)]
+unsafe fn block_layout(acc: &[__m256i; 4]) -> [__m256i; 4] {
+    // SAFETY: AVX2 is available (caller contract): register operations.
+    unsafe {
+        [
+            _mm256_permute2x128_si256::<0x30>(acc[0], acc[1]),
+            _mm256_permute2x128_si256::<0x21>(acc[0], acc[1]),
+            acc[2],
+            _mm256_permute2x128_si256::<0x21>(acc[2], acc[3]),
+        ]
     }
 }
 
