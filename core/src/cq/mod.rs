@@ -885,16 +885,16 @@ impl Cq {
         }
         let unzip = Unzip::new(&self.cur.cqe, self.mini_view(format));
         self.ensure_batch_title();
-        // The minis fill the CQE from byte 0: decode all of them now
-        // (lane 7, bytes 56–63, is never reported).
+        // The minis fill the CQE from byte 0: decode all `count` of them
+        // now (lane 7, bytes 56–63, is never reported).
         let array: MiniCqeArray = zerocopy::transmute!(*cqe);
-        self.cfg
-            .unzip
-            .decode(unzip, &array.minis, self.running, &mut self.cur.batch);
-        self.running = self
-            .cur
-            .batch
-            .end_counter(unzip, count as usize, self.running);
+        self.running = self.cfg.unzip.decode_count(
+            unzip,
+            &array.minis,
+            count as usize,
+            self.running,
+            &mut self.cur.batch,
+        );
         self.session = Some(Session {
             base: ci,
             count,
@@ -981,13 +981,13 @@ impl Cq {
                 self.cur.batch = MiniBatch::new(&self.cur.cqe);
                 self.batch_has_title = true;
             }
-            self.cfg.unzip.decode(
+            self.running = self.cfg.unzip.decode_count(
                 session.unzip,
                 &array.minis,
+                n,
                 self.running,
                 &mut self.cur.batch,
             );
-            self.running = self.cur.batch.end_counter(session.unzip, n, self.running);
         }
         self.cur.set_mini(i as usize);
         session.next = i + 1;

@@ -341,8 +341,10 @@ impl Unzip {
 /// once per session, and each decode of the session's arrays overwrites
 /// only `byte_cnt`, `wqe_counter` and the fields its minis carry.
 ///
-/// All eight lanes are decoded from whatever the array holds; lanes past
-/// the array's last valid mini are never reported.
+/// All eight lanes are decoded from whatever the array holds
+/// ([`UnzipPath::decode`]; [`UnzipPath::decode_count`] may leave the lanes
+/// from its count on unspecified); lanes past the array's last valid mini
+/// are never reported.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(32))]
 pub struct MiniBatch {
@@ -427,6 +429,19 @@ pub fn decode_scalar(
     start: u16,
     out: &mut MiniBatch,
 ) {
+    decode_scalar_body(unzip, minis, MINI_CQE_ARRAY_SIZE, start, out);
+}
+
+/// [`decode_scalar`]'s body, shared with [`decode_scalar_count`]: returns
+/// the running counter after the first `n` lanes.
+#[inline(always)]
+fn decode_scalar_body(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    n: usize,
+    start: u16,
+    out: &mut MiniBatch,
+) -> u16 {
     let title_sop = unzip.title_sop_drop_qpn;
     // The two big-endian words of every mini, in host order.
     let first = minis.map(|m| u32::from_be_bytes([m.bytes[0], m.bytes[1], m.bytes[2], m.bytes[3]]));
@@ -439,7 +454,7 @@ pub fn decode_scalar(
             // Bytes 0–1 `wqe_counter`, byte 2 the send opcode.
             out.wqe_counter = first.map(|f| (f >> 16) as u16);
             out.sop_drop_qpn = first.map(|f| (title_sop & !SOP_MASK) | ((f << 16) & SOP_MASK));
-            return;
+            return start;
         }
         MiniKind::Hash => out.rss_hash_result = first,
         MiniKind::Csum => out.check_sum = first.map(|f| (f >> 16) as u16),
@@ -460,10 +475,28 @@ pub fn decode_scalar(
             *w = running;
             running = running.wrapping_add(unzip.step(b));
         }
+        if !unzip.striding {
+            // Lane `i` holds `start + i`.
+            return start.wrapping_add(n as u16);
+        }
     } else {
         // Stride index in bytes 2–3.
         out.wqe_counter = first.map(|f| f as u16);
     }
+    out.end_counter(unzip, n, start)
+}
+
+/// [`decode_scalar`], then the running counter after the first `n` lanes
+/// (`n` at most 8; [`MiniBatch::end_counter`]): the scalar
+/// [`UnzipPath::decode_count`].
+pub fn decode_scalar_count(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    n: usize,
+    start: u16,
+    out: &mut MiniBatch,
+) -> u16 {
+    decode_scalar_body(unzip, minis, n, start, out)
 }
 
 /// The decoder a CQ uses for its mini arrays: chosen when the CQ is built
@@ -548,6 +581,47 @@ impl UnzipPath {
             Self::Avx2(t) => t.decode(unzip, minis, start, out),
             #[cfg(target_arch = "aarch64")]
             Self::Neon(t) => t.decode(unzip, minis, start, out),
+        }
+    }
+}
+
+impl UnzipPath {
+    /// Decodes the first `n` minis (at most 8) of `minis` and returns the
+    /// running counter after them ([`MiniBatch::end_counter`] of the
+    /// result): the decode and the chaining every caller does per array or
+    /// compressed CQE, in one step. Lanes below `n` are exactly what
+    /// [`Self::decode`] writes; lanes from `n` on are unspecified (never
+    /// reported). Entries of one or two minis (the last compressed CQE of
+    /// an enhanced session, mostly) take a short path on the vector paths
+    /// that decodes only the first pair.
+    #[inline]
+    pub fn decode_count(
+        self,
+        unzip: Unzip,
+        minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+        n: usize,
+        start: u16,
+        out: &mut MiniBatch,
+    ) -> u16 {
+        match self {
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            Self::Sse41(t) => t.decode_count(unzip, minis, n, start, out),
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            Self::Avx2(t) => t.decode_count(unzip, minis, n, start, out),
+            #[cfg(target_arch = "aarch64")]
+            Self::Neon(t) => {
+                t.decode(unzip, minis, start, out);
+                out.end_counter(unzip, n, start)
+            }
+            Self::Scalar => {
+                if unzip.kind.uses_running_counter() && !unzip.striding {
+                    // Lane `i` holds `start + i`.
+                    decode_scalar(unzip, minis, start, out);
+                    start.wrapping_add(n as u16)
+                } else {
+                    decode_scalar_count(unzip, minis, n, start, out)
+                }
+            }
         }
     }
 }
@@ -1092,11 +1166,11 @@ pub fn expand_session_with(
     {
         let mut array = [MiniCqe::default(); MINI_CQE_ARRAY_SIZE];
         array[..chunk.len()].copy_from_slice(chunk);
-        path.decode(unzip, &array, running, &mut batch);
+        let next = path.decode_count(unzip, &array, chunk.len(), running, &mut batch);
         for (i, slot) in dst.iter_mut().enumerate() {
             *slot = batch.cqe(&template, i);
         }
-        running = batch.end_counter(unzip, chunk.len(), running);
+        running = next;
     }
     running
 }
@@ -1244,6 +1318,42 @@ pub(crate) mod prop {
                     got.end_counter(unzip, n, start),
                     want.end_counter(unzip, n, start),
                     "{} round {round} n {n}",
+                    path.name()
+                );
+                // The first `n` lanes alone, from a batch holding the
+                // previous array's lanes (those from `n` on are unspecified).
+                let mut short = got;
+                let stale: [MiniCqe; MINI_CQE_ARRAY_SIZE] = zerocopy::transmute!(rng.bytes::<64>());
+                decode_scalar(unzip, &stale, start ^ 0x5a5a, &mut short);
+                let mut scalar = short;
+                let end = decode_scalar_count(unzip, &array, n, start, &mut scalar);
+                assert_eq!(scalar, want, "scalar count round {round} n {n} {unzip:?}");
+                assert_eq!(end, want.end_counter(unzip, n, start), "scalar count n {n}");
+                let end = path.decode_count(unzip, &array, n, start, &mut short);
+                assert_eq!(
+                    end,
+                    want.end_counter(unzip, n, start),
+                    "{} round {round} decode_count n {n}",
+                    path.name()
+                );
+                assert_eq!(
+                    (
+                        &short.byte_cnt[..n],
+                        &short.rss_hash_result[..n],
+                        &short.sop_drop_qpn[..n],
+                        &short.check_sum[..n],
+                        &short.wqe_counter[..n],
+                        &short.l4_l3_hdr_type[..n],
+                    ),
+                    (
+                        &want.byte_cnt[..n],
+                        &want.rss_hash_result[..n],
+                        &want.sop_drop_qpn[..n],
+                        &want.check_sum[..n],
+                        &want.wqe_counter[..n],
+                        &want.l4_l3_hdr_type[..n],
+                    ),
+                    "{} round {round} decode_count n {n} {unzip:?}",
                     path.name()
                 );
             }

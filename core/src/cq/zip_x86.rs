@@ -58,7 +58,25 @@ impl Sse41 {
     ) {
         // SAFETY: `self` exists, so SSE4.1 is available (the contract of
         // its constructors); that is all `decode_sse41` requires.
-        unsafe { decode_sse41(unzip, minis, start, out) }
+        unsafe {
+            decode_sse41::<false>(unzip, minis, MINI_CQE_ARRAY_SIZE, start, out);
+        }
+    }
+
+    /// Decodes the first `n` minis and returns the running counter after
+    /// them ([`super::zip::UnzipPath::decode_count`]'s contract).
+    #[inline]
+    pub fn decode_count(
+        self,
+        unzip: Unzip,
+        minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+        n: usize,
+        start: u16,
+        out: &mut MiniBatch,
+    ) -> u16 {
+        // SAFETY: `self` exists, so SSE4.1 is available (the contract of
+        // its constructors); that is all `decode_count_sse41` requires.
+        unsafe { decode_count_sse41(unzip, minis, n, start, out) }
     }
 }
 
@@ -74,7 +92,72 @@ impl Avx2 {
     ) {
         // SAFETY: `self` exists, so AVX2 is available (the contract of its
         // constructors); that is all `decode_avx2` requires.
-        unsafe { decode_avx2(unzip, minis, start, out) }
+        unsafe {
+            decode_avx2(unzip, minis, MINI_CQE_ARRAY_SIZE, start, out);
+        }
+    }
+
+    /// Decodes the first `n` minis and returns the running counter after
+    /// them ([`super::zip::UnzipPath::decode_count`]'s contract).
+    #[inline]
+    pub fn decode_count(
+        self,
+        unzip: Unzip,
+        minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+        n: usize,
+        start: u16,
+        out: &mut MiniBatch,
+    ) -> u16 {
+        // SAFETY: `self` exists, so AVX2 is available (the contract of its
+        // constructors); that is all `decode_count_avx2` requires.
+        unsafe { decode_count_avx2(unzip, minis, n, start, out) }
+    }
+}
+
+/// [`Sse41::decode_count`]: entries of one or two minis decode the first
+/// pair only.
+///
+/// # Safety
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+unsafe fn decode_count_sse41(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    n: usize,
+    start: u16,
+    out: &mut MiniBatch,
+) -> u16 {
+    // SAFETY: SSE4.1 is enabled here and available (caller contract).
+    unsafe {
+        if n <= 2 {
+            decode_sse41::<true>(unzip, minis, n, start, out)
+        } else {
+            decode_sse41::<false>(unzip, minis, n, start, out)
+        }
+    }
+}
+
+/// [`Avx2::decode_count`]: entries of one or two minis decode the first
+/// pair only, with 128-bit vectors.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn decode_count_avx2(
+    unzip: Unzip,
+    minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    n: usize,
+    start: u16,
+    out: &mut MiniBatch,
+) -> u16 {
+    // SAFETY: AVX2 (hence SSE4.1) is enabled here and available (caller
+    // contract).
+    unsafe {
+        if n <= 2 {
+            decode_sse41::<true>(unzip, minis, n, start, out)
+        } else {
+            decode_avx2(unzip, minis, n, start, out)
+        }
     }
 }
 
@@ -93,37 +176,52 @@ macro_rules! iota16 {
     };
 }
 
-/// Decodes one mini array with 128-bit vectors.
+/// Decodes one mini array with 128-bit vectors and returns the running
+/// counter after its first `n` lanes (`n` at most 8). `PAIR`: only the
+/// first two minis are decoded (`n` at most 2; lanes 2–7 of the fields
+/// written are then unspecified).
 ///
 /// # Safety
 /// The CPU must support SSE4.1.
 #[target_feature(enable = "sse4.1")]
-unsafe fn decode_sse41(
+unsafe fn decode_sse41<const PAIR: bool>(
     unzip: Unzip,
     minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    n: usize,
     start: u16,
     out: &mut MiniBatch,
-) {
+) -> u16 {
     let src = minis.as_ptr().cast::<__m128i>();
     // SAFETY: SSE4.1 (and SSSE3) are enabled for this function and
-    // available (caller contract). Loads: four 16-byte unaligned loads
-    // cover exactly the 64-byte array. Stores: each writes 16 (or 8) bytes
-    // inside one array field of `out` (32-byte u32 arrays take two, the
-    // 16-byte u16 arrays one, the 8-byte u8 array a low-half store).
+    // available (caller contract). Loads: four (`PAIR`: one) 16-byte
+    // unaligned loads inside the 64-byte array. Stores: each writes 16 (or
+    // 8) bytes inside one array field of `out` (32-byte u32 arrays take
+    // two, or one for `PAIR`, the 16-byte u16 arrays one, the 8-byte u8
+    // array a low-half store).
     unsafe {
         let pair = pair_shuffle!();
         let p0 = _mm_shuffle_epi8(_mm_loadu_si128(src), pair);
-        let p1 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(1)), pair);
-        let p2 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(2)), pair);
-        let p3 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(3)), pair);
-        // Lanes 0–3 and 4–7 of the `first` and `second` words.
-        let first = [_mm_unpacklo_epi64(p0, p1), _mm_unpacklo_epi64(p2, p3)];
-        let second = [_mm_unpackhi_epi64(p0, p1), _mm_unpackhi_epi64(p2, p3)];
+        // Lanes 0–3 and 4–7 of the `first` and `second` words (`PAIR`:
+        // lanes 0–1 of both halves are minis 0–1, the rest unspecified).
+        let (first, second) = if PAIR {
+            let hi = _mm_unpackhi_epi64(p0, p0);
+            ([p0, p0], [hi, hi])
+        } else {
+            let p1 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(1)), pair);
+            let p2 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(2)), pair);
+            let p3 = _mm_shuffle_epi8(_mm_loadu_si128(src.add(3)), pair);
+            (
+                [_mm_unpacklo_epi64(p0, p1), _mm_unpacklo_epi64(p2, p3)],
+                [_mm_unpackhi_epi64(p0, p1), _mm_unpackhi_epi64(p2, p3)],
+            )
+        };
 
         let store32 = |dst: &mut [u32; MINI_CQE_ARRAY_SIZE], v: [__m128i; 2]| {
             let d = dst.as_mut_ptr().cast::<__m128i>();
             _mm_storeu_si128(d, v[0]);
-            _mm_storeu_si128(d.add(1), v[1]);
+            if !PAIR {
+                _mm_storeu_si128(d.add(1), v[1]);
+            }
         };
         let store16 = |dst: &mut [u16; MINI_CQE_ARRAY_SIZE], v: __m128i| {
             _mm_storeu_si128(dst.as_mut_ptr().cast::<__m128i>(), v);
@@ -195,14 +293,18 @@ unsafe fn decode_sse41(
             }
             // Running counter, cyclic RQ: `start` plus the lane number.
             (MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt, false) => {
-                _mm_add_epi16(_mm_set1_epi16(start as i16), iota16!())
+                let v = _mm_add_epi16(_mm_set1_epi16(start as i16), iota16!());
+                store16(&mut out.wqe_counter, v);
+                return start.wrapping_add(n as u16);
             }
         };
         store16(&mut out.wqe_counter, wqe_counter);
+        out.end_counter(unzip, n, start)
     }
 }
 
-/// Decodes one mini array with 256-bit vectors (eight u32 lanes).
+/// Decodes one mini array with 256-bit vectors (eight u32 lanes) and
+/// returns the running counter after its first `n` lanes (`n` at most 8).
 ///
 /// # Safety
 /// The CPU must support AVX2.
@@ -210,9 +312,10 @@ unsafe fn decode_sse41(
 unsafe fn decode_avx2(
     unzip: Unzip,
     minis: &[MiniCqe; MINI_CQE_ARRAY_SIZE],
+    n: usize,
     start: u16,
     out: &mut MiniBatch,
-) {
+) -> u16 {
     let src = minis.as_ptr().cast::<__m256i>();
     // SAFETY: AVX2 (and SSE4.1) are enabled for this function and
     // available (caller contract). Loads: two 32-byte unaligned loads
@@ -294,10 +397,13 @@ unsafe fn decode_avx2(
             }
             // Running counter, cyclic RQ: `start` plus the lane number.
             (MiniKind::Hash | MiniKind::Csum | MiniKind::ByteCnt, false) => {
-                _mm_add_epi16(_mm_set1_epi16(start as i16), iota16!())
+                let v = _mm_add_epi16(_mm_set1_epi16(start as i16), iota16!());
+                store16(&mut out.wqe_counter, v);
+                return start.wrapping_add(n as u16);
             }
         };
         store16(&mut out.wqe_counter, wqe_counter);
+        out.end_counter(unzip, n, start)
     }
 }
 
