@@ -728,6 +728,41 @@ fn random_len(rng: &mut Rng) -> usize {
     }
 }
 
+/// `n` frames of a burst: each `same` bytes long, or of a random length
+/// (`random_len`) if `None`; frame `i` filled from the seed `first + i`.
+fn burst_frames(rng: &mut Rng, n: usize, same: Option<usize>, first: u64) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let len = same.unwrap_or_else(|| random_len(rng));
+            frame(len, (first + i as u64) as u8)
+        })
+        .collect()
+}
+
+/// The packets of a burst over `frames`, ids from `id0`: alike
+/// (`uniform_burst`) or mixed (`random_burst`).
+fn burst_packets<'d>(
+    rng: &mut Rng,
+    frames: &'d [Vec<u8>],
+    more: &'d [Sge],
+    uniform: bool,
+    id0: u64,
+) -> Vec<Packet<'d>> {
+    if uniform {
+        uniform_burst(rng, frames, more, id0)
+    } else {
+        random_burst(rng, frames, more, id0)
+    }
+}
+
+/// `data` as `TxFrame`s of ids from `id0`.
+fn tx_frames_of(data: &[Vec<u8>], id0: u64) -> Vec<TxFrame<'_>> {
+    data.iter()
+        .enumerate()
+        .map(|(i, d)| TxFrame::new(id0 + i as u64, LKEY, d))
+        .collect()
+}
+
 /// A burst of random packets over `frames` (as long as the burst): mixed
 /// frames and pointers, lengths, offload values, and now and then VLAN
 /// insertion, more segments or TSO.
@@ -1043,21 +1078,8 @@ fn compare_paths_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
         // loops that close and reopen sessions in the ring.
         let uniform = rng.below(3) == 0;
         let same_len = rng.pick(&[32usize, 44, 45, 60, 61, 64, 64, 100]);
-        let frames: Vec<Vec<u8>> = (0..n)
-            .map(|i| {
-                let len = if uniform {
-                    same_len
-                } else {
-                    random_len(&mut rng)
-                };
-                frame(len, (burst * 31 + i as u64) as u8)
-            })
-            .collect();
-        let pkts = if uniform {
-            uniform_burst(&mut rng, &frames, &more, burst * 1000)
-        } else {
-            random_burst(&mut rng, &frames, &more, burst * 1000)
-        };
+        let frames = burst_frames(&mut rng, n, uniform.then_some(same_len), burst * 31);
+        let pkts = burst_packets(&mut rng, &frames, &more, uniform, burst * 1000);
         // `tx_burst` and `push_each`, opened up to compare the batches.
         // Half the time as `tx_burst` calls it (`END`: the last session
         // may close for `Complete` before `complete`, so the batches are
@@ -1146,17 +1168,8 @@ fn compare_frames_with<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt) {
     for burst in 0..12u64 {
         let n = rng.below(if cfg!(miri) { 20 } else { 80 }) as usize;
         let same_len = (rng.below(3) != 0).then(|| rng.pick(&[64usize, 64, 64, 60, 100, 19]));
-        let data: Vec<Vec<u8>> = (0..n)
-            .map(|i| {
-                let len = same_len.unwrap_or_else(|| random_len(&mut rng));
-                frame(len, (burst * 37 + i as u64) as u8)
-            })
-            .collect();
-        let frames: Vec<TxFrame<'_>> = data
-            .iter()
-            .enumerate()
-            .map(|(i, d)| TxFrame::new(burst * 1000 + i as u64, LKEY, d))
-            .collect();
+        let data = burst_frames(&mut rng, n, same_len, burst * 37);
+        let frames = tx_frames_of(&data, burst * 1000);
         let offload = rng.pick(&offloads);
         let pkts: Vec<Packet<'_>> = frames.iter().map(|f| f.packet(&offload)).collect();
         let ka = a.tx_frames(&offload, &frames);
@@ -1410,21 +1423,8 @@ fn compare_wide<M: TxMode, P: DoorbellPolicy>(case: u64, avx2: Avx2Opt, bursts: 
         let n = rng.below(if cfg!(miri) { 12 } else { 40 }) as usize;
         let uniform = rng.below(2) == 0;
         let same_len = rng.pick(&[32usize, 60, 64, 64, 64, 100]);
-        let frames: Vec<Vec<u8>> = (0..n)
-            .map(|i| {
-                let len = if uniform {
-                    same_len
-                } else {
-                    random_len(&mut rng)
-                };
-                frame(len, (burst * 31 + i as u64) as u8)
-            })
-            .collect();
-        let pkts = if uniform {
-            uniform_burst(&mut rng, &frames, &more, burst * 1000)
-        } else {
-            random_burst(&mut rng, &frames, &more, burst * 1000)
-        };
+        let frames = burst_frames(&mut rng, n, uniform.then_some(same_len), burst * 31);
+        let pkts = burst_packets(&mut rng, &frames, &more, uniform, burst * 1000);
         let short = frame(10, 1);
         let mut pkts = pkts;
         // A uniform run after a WQE of its own (the batch's last WQE, the
@@ -1776,26 +1776,9 @@ fn padding_case<M: TxMode>(case: u64) {
         let n = rng.below(if cfg!(miri) { 20 } else { 70 }) as usize;
         let uniform = rng.below(2) == 0;
         let same_len = rng.pick(&[32usize, 44, 45, 60, 61, 64, 64, 64, 100]);
-        let data: Vec<Vec<u8>> = (0..n)
-            .map(|i| {
-                let len = if uniform {
-                    same_len
-                } else {
-                    random_len(&mut rng)
-                };
-                frame(len, (burst * 43 + i as u64) as u8)
-            })
-            .collect();
-        let frames: Vec<TxFrame<'_>> = data
-            .iter()
-            .enumerate()
-            .map(|(i, d)| TxFrame::new(burst * 1000 + i as u64, LKEY, d))
-            .collect();
-        let pkts = if uniform {
-            uniform_burst(&mut rng, &data, &more, burst * 1000)
-        } else {
-            random_burst(&mut rng, &data, &more, burst * 1000)
-        };
+        let data = burst_frames(&mut rng, n, uniform.then_some(same_len), burst * 43);
+        let frames = tx_frames_of(&data, burst * 1000);
+        let pkts = burst_packets(&mut rng, &data, &more, uniform, burst * 1000);
         let pi0 = a.send_queue().producer();
         let how = rng.below(3);
         for q in [&mut a, &mut b] {
