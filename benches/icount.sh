@@ -7,6 +7,10 @@
 #   benches/icount.sh sq/rc_write_sge # one scenario
 #   ITERS=20000 benches/icount.sh     # fewer iterations
 #   ANNOTATE=1 benches/icount.sh sq/rc_write_sge   # plus per-line annotation
+#   ASM=tx_packets64 benches/icount.sh tx/empw_inline64_burst32
+#       # plus the disassembly of the functions whose names contain
+#       # tx_packets64, each instruction with its count per iteration
+#       # (benches/cgasm.py; needs python3 and binutils)
 #
 # Needs valgrind (apt-get install valgrind). Builds in release (the
 # workspace's release profile keeps line tables, `debug = 1`).
@@ -28,7 +32,7 @@ printf '%-34s %12s %14s  %s\n' scenario units instructions per-unit
         continue
     fi
     file="$out/$(echo "$name" | tr '/' '_').cg"
-    valgrind --tool=callgrind --toggle-collect="$symbol" \
+    valgrind --tool=callgrind --toggle-collect="$symbol" ${ASM:+--dump-instr=yes} \
         --callgrind-out-file="$file" "$bin" "$name" "$iters" >"$out/stdout" 2>"$out/stderr" || {
         cat "$out/stderr" >&2
         exit 1
@@ -43,5 +47,12 @@ printf '%-34s %12s %14s  %s\n' scenario units instructions per-unit
         mkdir -p "$dest"
         cp "$out/$(basename "$file").txt" "$dest/"
         echo "    annotation: $dest/$(basename "$file").txt"
+    fi
+    if [ -n "${ASM:-}" ]; then
+        dest="${ANNOTATE_DIR:-$root/target/icount}"
+        mkdir -p "$dest"
+        asm="$dest/$(basename "$file" .cg).asm.txt"
+        python3 "$here/cgasm.py" "$file" "$bin" "$ASM" "$iters" >"$asm"
+        echo "    per-instruction counts: $asm"
     fi
 done
