@@ -11,6 +11,10 @@
 #       # plus the disassembly of the functions whose names contain
 #       # tx_packets64, each instruction with its count per iteration
 #       # (benches/cgasm.py; needs python3 and binutils)
+#   SYMBOL='*decode_count_avx2*' benches/icount.sh cq/unzip_enhanced8_avx2
+#       # the same run, counted inside the functions matching SYMBOL only
+#       # (a callgrind --toggle-collect pattern) instead of the scenario's
+#       # measured function: the decoder without the benchmark's loop
 #
 # Needs valgrind (apt-get install valgrind). Builds in release (the
 # workspace's release profile keeps line tables, `debug = 1`).
@@ -32,7 +36,7 @@ printf '%-34s %12s %14s  %s\n' scenario units instructions per-unit
         continue
     fi
     file="$out/$(echo "$name" | tr '/' '_').cg"
-    valgrind --tool=callgrind --toggle-collect="$symbol" ${ASM:+--dump-instr=yes} \
+    valgrind --tool=callgrind --toggle-collect="${SYMBOL:-$symbol}" ${ASM:+--dump-instr=yes} \
         --callgrind-out-file="$file" "$bin" "$name" "$iters" >"$out/stdout" 2>"$out/stderr" || {
         cat "$out/stderr" >&2
         exit 1
