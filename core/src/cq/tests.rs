@@ -973,16 +973,21 @@ fn burst_short_basic_sessions_to_the_ring_end_match_poll() {
 /// sessions) in calls of several sizes, some ending inside a block, gives
 /// what `poll` gives, call by call. Deterministic, so that miri reaches
 /// the titles and last blocks of the AVX2 block run (the random streams
-/// it runs are too few).
+/// it runs are too few). The same on a striding RQ, where the run takes
+/// no titles (they end it).
 #[test]
 fn burst_enhanced_sessions_match_poll() {
     for path in unzip_paths() {
-        for sizes in [
+        for (sizes, striding_rq) in [
             &[256usize][..],
             &[12, 9, 30, 8, 64],
             &[7, 7, 7, 7, 7, 7, 7, 7],
             &[32],
-        ] {
+        ]
+        .into_iter()
+        // (A striding RQ too: there the block run takes no titles.)
+        .flat_map(|sizes| [(sizes, false), (sizes, true)])
+        {
             let mems = [
                 Mem::new(256, CqeSize::B64, true),
                 Mem::new(256, CqeSize::B64, true),
@@ -1019,11 +1024,12 @@ fn burst_enhanced_sessions_match_poll() {
             }
             let cfg = CqConfig {
                 unzip: path,
+                striding_rq,
                 ..enh_cfg(MiniCqeFormat::Hash)
             };
             let (mut cq0, mut cq1) = (mems[0].cq(cfg), mems[1].cq(cfg));
             let got = calls_match_poll(&mems, (&mut cq0, &mut cq1), sizes, 40, path.name());
-            assert_eq!(got, total, "{} sizes {sizes:?}", path.name());
+            assert_eq!(got, total, "{} {sizes:?} {striding_rq}", path.name());
         }
     }
 }
