@@ -542,6 +542,20 @@ impl Cq {
         self.session.is_some()
     }
 
+    /// The consumer index of the completion the last [`Cq::poll`] (or
+    /// `start_poll`/`next_poll`) step reported or refused: a regular CQE's
+    /// own index; a mini's, the index it stands for (its session's title
+    /// or compressed CQE plus its place there; PRM-FACTS §10.4, §10.5),
+    /// while [`Cq::consumer_index`] stays at the session's base until the
+    /// session closes. Meaningful right after such a step; `poll_burst`
+    /// reports many at once and does not set it.
+    pub fn reported_index(&self) -> u32 {
+        match self.session {
+            Some(s) => s.base.wrapping_add(s.next).wrapping_sub(1),
+            None => self.ci.wrapping_sub(1),
+        }
+    }
+
     /// `ibv_cq_ex` `start_poll`: positions a batch on the first completion,
     /// or returns `None` (nothing written) when the CQ is empty.
     pub fn start_poll<'a, W: WorkQueues>(
@@ -1080,12 +1094,22 @@ impl Cq {
                 self.cur.status = status;
                 self.cur.striding = self.cfg.striding_rq;
             }
-            OP_RESIZE_CQ => return Ok(false),
+            // (A RESIZE_CQ CQE is consumed unreported; minis of a title
+            // with its opcode are not completions of anything: refused,
+            // below, rather than dropped.)
+            OP_RESIZE_CQ if !MINI => return Ok(false),
             other => {
+                // (A mini's own index: the session's consumer index holds
+                // its base until it closes.)
+                let ci = if MINI {
+                    self.reported_index()
+                } else {
+                    ci.wrapping_sub(1)
+                };
                 return Err(PollError::UnsupportedOpcode {
                     opcode: CqeOpcode::from_raw(other),
-                    ci: ci.wrapping_sub(1),
-                })
+                    ci,
+                });
             }
         }
         Ok(true)

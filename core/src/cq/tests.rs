@@ -537,6 +537,93 @@ fn basic_session_split_across_batches_publishes_title_index() {
     assert_eq!(m.dbrec()[..4], [0, 0, 0, 5]);
 }
 
+/// `reported_index` names the index each completion stands for: a
+/// regular CQE's own, a mini's title index plus its place, whatever came
+/// before (a RESIZE_CQ CQE, consumed unreported); the minis' expanded CQEs
+/// carry the title's opcode with format, solicited-event and owner bits
+/// clear (the kernel's `op_own &= 0xf0`).
+#[test]
+fn reported_index_and_expanded_op_own_of_minis() {
+    let m = Mem::new(16, CqeSize::B64, false);
+    m.put(0, &cqe(CqeOpcode::ResizeCq, false, 0));
+    m.put(1, &cqe(CqeOpcode::RespSend, false, 1));
+    let minis: Vec<MiniCqe> = (0..5).map(|i| hash_mini(i, 60 + i)).collect();
+    let mut title = title_basic(5, 2, false);
+    // Solicited event and (pass 0) owner 0 in the title.
+    title.op_own = OpOwn::from_bits(title.op_own.into_bits() | 0x02);
+    put_basic_session(&m, 2, &title, &minis);
+    m.put(7, &cqe(CqeOpcode::RespSend, false, 7));
+    let mut cq = m.cq(basic_cfg(MiniCqeFormat::Hash));
+    let mut wqs = RawCounters::default();
+    let mut seen = Vec::new();
+    loop {
+        let mut op_own = None;
+        let n = cq
+            .poll(&mut wqs, 1, |c| {
+                op_own = (c.origin() == Origin::Mini).then(|| c.cqe().op_own.into_bits())
+            })
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        if let Some(b) = op_own {
+            assert_eq!(b, CqeOpcode::RespSend.raw() << 4, "mini op_own {b:#x}");
+        }
+        seen.push(cq.reported_index());
+    }
+    assert_eq!(seen, [1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(cq.consumer_index(), 8);
+}
+
+/// Minis of a title whose opcode is no completion (RESIZE_CQ, or one the
+/// poller does not handle) are refused one by one, each with its own
+/// index, not dropped; the entries after the session poll as usual.
+#[test]
+fn minis_of_a_title_that_is_no_completion_are_refused_with_their_index() {
+    for opcode in [CqeOpcode::ResizeCq, CqeOpcode::from_raw(8)] {
+        let m = Mem::new(16, CqeSize::B64, false);
+        m.put(0, &cqe(CqeOpcode::RespSend, false, 0));
+        let minis: Vec<MiniCqe> = (0..3).map(|i| hash_mini(i, 60)).collect();
+        let mut title = title_basic(3, 1, false);
+        title.op_own = title.op_own.with_opcode(opcode.raw());
+        put_basic_session(&m, 1, &title, &minis);
+        m.put(4, &cqe(CqeOpcode::RespSend, false, 4));
+        let mut cq = m.cq(basic_cfg(MiniCqeFormat::Hash));
+        let mut wqs = RawCounters::default();
+        assert_eq!(collect(&mut cq, &mut wqs, 1).len(), 1);
+        for ci in 1..4 {
+            assert_eq!(
+                cq.poll(&mut wqs, 4, |_| {}),
+                Err(PollError::UnsupportedOpcode { opcode, ci }),
+                "{opcode:?}"
+            );
+        }
+        let got = collect(&mut cq, &mut wqs, 4);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].wr_id(), 4);
+        assert_eq!(cq.consumer_index(), 5);
+    }
+    // The enhanced layout: a RESIZE_CQ CQE is the last regular one before
+    // the compressed CQE, so its title.
+    let m = Mem::new(16, CqeSize::B64, true);
+    m.put(0, &with_vic(cqe(CqeOpcode::RespSend, false, 0), 0));
+    m.put(1, &with_vic(cqe(CqeOpcode::ResizeCq, false, 0), 0));
+    let minis: Vec<MiniCqe> = (0..2).map(|i| hash_mini(i, 60)).collect();
+    m.put(2, &enhanced_block(&minis, 0));
+    let mut cq = m.cq(enh_cfg(MiniCqeFormat::Hash));
+    let mut wqs = RawCounters::default();
+    assert_eq!(collect(&mut cq, &mut wqs, 1).len(), 1);
+    for ci in 2..4 {
+        assert_eq!(
+            cq.poll(&mut wqs, 4, |_| {}),
+            Err(PollError::UnsupportedOpcode {
+                opcode: CqeOpcode::ResizeCq,
+                ci
+            })
+        );
+    }
+}
+
 #[test]
 fn basic_session_wraps_the_ring_and_passes() {
     // Session of 9 starting at slot 12 of a 16-entry ring: arrays at 13 and

@@ -41,9 +41,9 @@
 use super::mem::{store_summary, ArrayRun, BlockRun, CqeCopy};
 use super::{CompletionSummary, Cq, Origin, PollError, WorkQueues};
 use crate::prm::{
-    Be16, Be32, Cqe64, CqeFormat, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt,
-    OpOwn, SopDropQpn, WcStatus, ENHANCED_FULL_BLOCK, ENHANCED_MAX_MINIS,
-    ENHANCED_NUM_AND_TYPE_MASK, MINI_CQE_ARRAY_SIZE,
+    Be16, Be32, Cqe64, CqeOpcode, L4L3HdrType, MiniCqe, MiniCqeFormat, MprqByteCnt, OpOwn,
+    SopDropQpn, WcStatus, ENHANCED_FULL_BLOCK, ENHANCED_MAX_MINIS, ENHANCED_NUM_AND_TYPE_MASK,
+    MINI_CQE_ARRAY_SIZE,
 };
 
 /// The CQ's compression layout (`cqe_comp_layout`).
@@ -79,9 +79,7 @@ pub const fn has_stride_index(format: MiniCqeFormat) -> bool {
 /// running counter for the next mini.
 pub fn expand(title: &Cqe64, mini: &MiniCqe, view: MiniView, running: u16) -> (Cqe64, u16) {
     let mut cqe = *title;
-    // A decoded mini is an ordinary completion: clear the format.
-    let op_own = title.op_own.with_format(CqeFormat::NoInline.raw());
-    cqe.op_own = op_own;
+    cqe.op_own = mini_op_own(title.op_own);
     if title.opcode() == CqeOpcode::Req {
         let req = mini.req();
         cqe.byte_cnt = req.byte_cnt;
@@ -405,12 +403,21 @@ impl MiniBatch {
     }
 }
 
-/// The CQE every mini of a session starts from: the title with the format
-/// cleared to "no inline" (a decoded mini is an ordinary completion).
+/// The CQE every mini of a session starts from: the title with its
+/// `op_own` as [`mini_op_own`] gives it.
 pub fn template(title: &Cqe64) -> Cqe64 {
     let mut cqe = *title;
-    cqe.op_own = title.op_own.with_format(CqeFormat::NoInline.raw());
+    cqe.op_own = mini_op_own(title.op_own);
     cqe
+}
+
+/// The `op_own` of a mini's expanded CQE: the title's opcode; format 0 (a
+/// decoded mini is an ordinary completion), the solicited-event and owner
+/// bits clear, as the kernel rebuilds it (`mlx5e_decompress_cqe`:
+/// `op_own &= 0xf0`, then the owner bit of the mini's own index, which
+/// only a caller that knows that index can set).
+pub fn mini_op_own(title: OpOwn) -> OpOwn {
+    OpOwn::from_bits(title.into_bits() & 0xf0)
 }
 
 /// Bits of `sop_drop_qpn` a requester mini replaces (the send opcode).
@@ -1391,7 +1398,7 @@ pub(crate) mod prop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::prm::Be32;
+    use crate::prm::{Be32, CqeFormat};
 
     fn title_resp() -> Cqe64 {
         let mut t = Cqe64 {

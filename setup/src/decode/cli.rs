@@ -84,9 +84,11 @@ pub enum DecodeWhat {
         /// exactly this many CQEs.
         #[arg(long)]
         cqe_cnt: u32,
-        /// Software consumer index (free-running, as in the doorbell
-        /// record): the first slot polled, and with --cqe-cnt the owner
-        /// parity (basic) or validity iteration count (enhanced) expected.
+        /// Software consumer index, free-running 32-bit (rdma-core's
+        /// `cons_index`; the doorbell record holds its low 24 bits): the
+        /// first slot polled, and with --cqe-cnt the owner parity (basic)
+        /// or validity iteration count (enhanced) expected. The closing
+        /// `{"ci":N}` is the same free-running counter after polling.
         #[arg(long)]
         ci: u32,
         /// Compression layout (`cqe_comp_layout`); also the ownership rule.

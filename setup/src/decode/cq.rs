@@ -28,10 +28,9 @@ use super::cqe::{CqeSize, DecodedCqe};
 use super::mini::MiniFormat;
 use super::{Fields, Value};
 use mlx5dp::cq::{
-    zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, LookupError, Origin, PollError,
-    RawCounters, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef,
+    zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, Origin, PollError, RawCounters,
 };
-use mlx5dp::prm::{CqeOpcode, MiniCqeFormat, MprqByteCnt, WcStatus};
+use mlx5dp::prm::{CqeOpcode, MiniCqeFormat, MprqByteCnt};
 use std::fmt;
 use std::fmt::Write as _;
 
@@ -253,46 +252,6 @@ impl fmt::Display for RingError {
 
 impl std::error::Error for RingError {}
 
-/// The raw-counter work queues, counting how many CQEs (fillers
-/// included) the poller retired: each stands for one consumer index.
-#[derive(Debug, Default)]
-struct Counting {
-    inner: RawCounters,
-    retired: u32,
-}
-
-impl WorkQueues for Counting {
-    fn retire_send(
-        &mut self,
-        wq: WqRef,
-        wqe_counter: u16,
-        status: WcStatus,
-    ) -> Result<SendRetired, LookupError> {
-        self.retired = self.retired.wrapping_add(1);
-        self.inner.retire_send(wq, wqe_counter, status)
-    }
-
-    fn retire_recv(
-        &mut self,
-        wq: WqRef,
-        wqe_counter: u16,
-        status: WcStatus,
-    ) -> Result<RecvRetired, LookupError> {
-        self.retired = self.retired.wrapping_add(1);
-        self.inner.retire_recv(wq, wqe_counter, status)
-    }
-
-    fn retire_strides(
-        &mut self,
-        wq: WqRef,
-        completion: StrideCompletion,
-        status: WcStatus,
-    ) -> Result<RecvRetired, LookupError> {
-        self.retired = self.retired.wrapping_add(1);
-        self.inner.retire_strides(wq, completion, status)
-    }
-}
-
 /// Polls a ring snapshot (`params.cqe_cnt` CQEs of `params.cqe_size`
 /// bytes) from `params.ci` until the first hardware-owned entry.
 pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, RingError> {
@@ -342,18 +301,12 @@ pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, Rin
 fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRing, RingError> {
     let start = params.ci;
     let stride = params.cqe_size.bytes();
-    let mut wqs = Counting::default();
+    let mut wqs = RawCounters::default();
     let mut completions = Vec::new();
-    // The consumer index the next mini of an open session stands for:
-    // the core reports the session's base until the session closes.
-    let mut next_mini_ci = start;
     // A snapshot holds at most `cqe_cnt` consumer indices, so at most that
     // many completions; the bound only guards the loop.
     let max = u64::from(params.cqe_cnt) + 1;
     while (completions.len() as u64) < max {
-        let ci_before = cq.consumer_index();
-        let in_session_before = cq.in_session();
-        let retired_before = wqs.retired;
         let mut got: Option<(mlx5dp::prm::Cqe64, Origin, bool)> = None;
         let polled = cq.poll(&mut wqs, 1, |c| {
             got = Some((*c.cqe(), c.origin(), c.stride_index().is_some()));
@@ -368,33 +321,13 @@ fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRin
                 })
             }
         }
-        let Some((cqe, origin, striding)) = got else {
+        let Some((mut cqe, origin, striding)) = got else {
             break;
         };
-        let ci_after = cq.consumer_index();
-        let ci = if cq.in_session() {
-            // An open session: the core holds the consumer index at the
-            // session's base; every CQE retired since (fillers included)
-            // stood for one index.
-            let first = if in_session_before {
-                next_mini_ci
-            } else {
-                ci_before
-            };
-            let n = wqs.retired.wrapping_sub(retired_before).max(1);
-            let ci = first.wrapping_add(n - 1);
-            // Never before the session's own base.
-            if ci.wrapping_sub(start) < ci_after.wrapping_sub(start) {
-                ci_after
-            } else {
-                ci
-            }
-        } else {
-            // A regular CQE, or the last mini of a session: the core has
-            // moved past it.
-            ci_after.wrapping_sub(1)
-        };
-        next_mini_ci = ci.wrapping_add(1);
+        // The index the completion stands for: a regular CQE's own; a
+        // mini's, its title's (compressed CQE's) plus its place, whatever
+        // the entries before it were (fillers, RESIZE_CQ).
+        let ci = cq.reported_index();
         if ci.wrapping_sub(start) >= params.cqe_cnt {
             return Err(RingError::PastRing {
                 ci,
@@ -403,8 +336,15 @@ fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRin
                 decoded: completions.len(),
             });
         }
-        let slot = params.slot(ci);
         let compressed = origin == Origin::Mini;
+        if compressed {
+            // The owner bit of the mini's own index, as the kernel rebuilds
+            // an expanded CQE (`mlx5e_decompress_cqe`; the core leaves it
+            // clear: it does not know the index when it expands).
+            let owner = (ci >> params.cqe_cnt.trailing_zeros()) & 1 != 0;
+            cqe.op_own = cqe.op_own.with_owner(owner);
+        }
+        let slot = params.slot(ci);
         let first_half = match params.cqe_size {
             CqeSize::B128 if !compressed => {
                 let off = slot as usize * stride;
@@ -882,6 +822,104 @@ mod tests {
         r[..64].copy_from_slice(&zb);
         let e = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap_err();
         assert!(e.to_string().contains("no regular CQE"), "{e}");
+    }
+
+    /// A RESIZE_CQ CQE (consumed, not printed) before a session whose
+    /// first mini is a filler: every later mini still names its own slot.
+    #[test]
+    fn minis_after_a_resize_and_a_filler_name_their_slots() {
+        let mut r = ring(N, 64);
+        let mut resize = resp(0, 0, 0, false, 0);
+        resize.op_own = resize.op_own.with_opcode(CqeOpcode::ResizeCq.raw());
+        put(&mut r, 64, 0, &resize);
+        let mut title = resp(1, 3, 0, false, 0);
+        title.op_own = title.op_own.with_format(3);
+        put(&mut r, 64, 1, &title);
+        let minis: [[u8; 8]; 3] = [
+            [0, 1, 0, 0, 0x80, 0x02, 0x00, 0x00],
+            [0, 2, 0, 3, 0x00, 0x01, 0x00, 0x40],
+            [0, 3, 0, 4, 0x00, 0x01, 0x00, 0x40],
+        ];
+        for (i, m) in minis.iter().enumerate() {
+            r[2 * 64 + i * 8..2 * 64 + i * 8 + 8].copy_from_slice(m);
+        }
+        let p = RingParams {
+            mini_format: MiniFormat::CsumStridx,
+            ..params(CqLayout::Basic, 0)
+        };
+        let d = decode_ring(&r, &p).unwrap();
+        let got: Vec<(u32, u32)> = d.completions.iter().map(|c| (c.slot, c.ci)).collect();
+        assert_eq!(got, [(2, 2), (3, 3)]);
+        assert_eq!(d.ci, 4);
+    }
+
+    /// A session title with an opcode the poller does not handle (or
+    /// RESIZE_CQ's): an error naming the first mini's slot, not the slot
+    /// before it (nor, at ci 0, a wrapped index); nothing dropped.
+    #[test]
+    fn a_title_that_is_no_completion_is_an_error_at_its_slot() {
+        for (opcode, at) in [(8u8, 0usize), (6, 3), (CqeOpcode::ResizeCq.raw(), 0)] {
+            let mut r = ring(N, 64);
+            for s in 0..at {
+                put(&mut r, 64, s, &resp(s as u16, 64, 0, false, 0));
+            }
+            let mut title = resp(at as u16, 3, 0, false, 0);
+            title.op_own = title.op_own.with_format(3).with_opcode(opcode);
+            put(&mut r, 64, at, &title);
+            for i in 0..3 {
+                let off = (at + 1) * 64 + i * 8;
+                r[off..off + 8].copy_from_slice(&hash_mini(i as u32, 60));
+            }
+            let e = decode_ring(&r, &params(CqLayout::Basic, 0)).unwrap_err();
+            match e {
+                RingError::Poll {
+                    error: PollError::UnsupportedOpcode { ci, .. },
+                    decoded,
+                    ..
+                } => {
+                    assert_eq!((ci, decoded), (at as u32, at), "opcode {opcode}");
+                }
+                other => panic!("opcode {opcode}: {other}"),
+            }
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("slot {at} (ci {at}):")), "{msg}");
+        }
+    }
+
+    /// A mini's owner bit is its own slot's (the kernel's expanded CQE),
+    /// across the ring's end; its solicited-event bit is clear.
+    #[test]
+    fn minis_carry_the_owner_bit_of_their_own_slot() {
+        let mut r = ring(N, 64);
+        // Pass 0 ends at slot N - 1: a session of 4 from slot N - 2 runs
+        // into pass 1 (owner 1) at slots 0 and 1.
+        let at = N - 2;
+        let mut title = resp(0, 4, 0, false, 0);
+        title.op_own = OpOwn::from_bits(title.op_own.with_format(3).into_bits() | 0x02);
+        put(&mut r, 64, at, &title);
+        for i in 0..4 {
+            let off = (at + 1) * 64 + i * 8;
+            r[off..off + 8].copy_from_slice(&hash_mini(i as u32, 60));
+        }
+        let d = decode_ring(&r, &params(CqLayout::Basic, at as u32)).unwrap();
+        let got: Vec<(u32, bool, bool)> = d
+            .completions
+            .iter()
+            .map(|c| {
+                let b = c.cqe.cqe.op_own.into_bits();
+                (c.slot, b & 1 != 0, b & 2 != 0)
+            })
+            .collect();
+        let n = N as u32;
+        assert_eq!(
+            got,
+            [
+                (n - 2, false, false),
+                (n - 1, false, false),
+                (0, true, false),
+                (1, true, false)
+            ]
+        );
     }
 
     #[test]
