@@ -1560,22 +1560,17 @@ impl Cq {
                 let blocks = ring.blocks(ci, size.iteration(ci));
                 // (Titles taken by the writer too, but not on a striding
                 // RQ: their running counter is not one past theirs.)
-                let take_titles = !self.cfg.striding_rq;
-                let title = &mut self.cur.cqe;
-                let dst = &mut out[n..];
-                let r = d.write_blocks(&b.p, plan, blocks, copy, running, dst, title, take_titles);
+                let titles = Some(&mut self.cur.cqe).filter(|_| !self.cfg.striding_rq);
+                let r = d.write_blocks(&b.p, plan, blocks, copy, running, &mut out[n..], titles);
                 // (The full blocks, then what the writer took after them:
                 // as many slots as summaries.)
                 running = r.running;
                 ci = ci.wrapping_add(r.taken as u32);
                 n += r.taken;
                 if r.titled {
-                    // The last title taken, if any, is in `cur`: committed
-                    // as `commit_plain_title` does (the running counter is
-                    // stored below). With none taken, the same state: the
-                    // run's title was committed (`Title::InCur`) before it,
-                    // and the batch's title is rebuilt from `cur` when
-                    // next needed.
+                    // The last title taken is in `cur`: committed as
+                    // `commit_plain_title` does (the running counter is
+                    // stored below).
                     self.title = Title::InCur;
                     self.batch_has_title = false;
                 }

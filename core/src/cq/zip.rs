@@ -962,13 +962,13 @@ pub(crate) trait SummaryWriter: Copy {
     ///
     /// A writer may go on past the full blocks (here: not): a shorter
     /// compressed CQE right after them (the last block of a session), and,
-    /// with `take_titles` (not on a striding RQ), each next title after a
-    /// block (a plain CQE of the plan's opcode) with the compressed CQEs
-    /// after it, as long as every entry has room for seven summaries and
-    /// lies before the ring's end: each entry's ownership bytes read once,
-    /// then the from-device barrier, then one copy; each title's summary
-    /// written, its copy stored into `title` (the caller's copy of the
-    /// title, `cur.cqe`), its running counter taken up.
+    /// with `titles` given (the caller's copy of the title, `cur.cqe`; not
+    /// on a striding RQ), each next title after a block (a plain CQE of the
+    /// plan's opcode) with the compressed CQEs after it, as long as every
+    /// entry has room for seven summaries and lies before
+    /// the ring's end: each entry's ownership bytes read once, then the
+    /// from-device barrier, then one copy; each title's summary written,
+    /// its copy stored into `titles`, its running counter taken up.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn write_blocks<const S: usize>(
@@ -979,11 +979,10 @@ pub(crate) trait SummaryWriter: Copy {
         first: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary],
-        title: &mut Cqe64,
-        take_titles: bool,
+        titles: Option<&mut Cqe64>,
     ) -> BlocksTaken {
         const B: usize = ENHANCED_MAX_MINIS;
-        let _ = (title, take_titles);
+        let _ = titles;
         let mut dsts = out.chunks_exact_mut(B);
         let Some(Ok(dst)) = dsts.next().map(<&mut [_; B]>::try_from) else {
             return BlocksTaken::none(running);
@@ -1080,10 +1079,8 @@ pub(crate) struct BlocksTaken {
     pub(crate) taken: usize,
     /// The running counter after them.
     pub(crate) running: u16,
-    /// Whether titles may have been taken (`take_titles` given to a writer
-    /// that takes them; the last one taken, if any, is in the caller's
-    /// `title`): the caller commits it (the same state if none was: the
-    /// run's title is the committed one).
+    /// Whether a title was taken (the last one is in the writer's `titles`
+    /// copy): the caller commits it.
     pub(crate) titled: bool,
     /// The owned entry after them, copied (after its ownership bytes and
     /// the barrier), not taken: for the caller's steps.

@@ -21,7 +21,7 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
-use super::mem::{ArrayRun, Block, BlockRun, CqeCopy, FitBlocks};
+use super::mem::{store_summary, ArrayRun, Block, BlockRun, CqeCopy, FitBlocks};
 use super::zip::{
     BlocksTaken, Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip,
     FLOW_TAG_BITS, PLAN_OPCODES, SHAPE_MASKS, SOP_MASK,
@@ -36,11 +36,11 @@ use core::arch::x86_64::{
     _mm256_or_si256, _mm256_permute2x128_si256, _mm256_permute4x64_epi64, _mm256_set1_epi16,
     _mm256_set1_epi32, _mm256_set_m128i, _mm256_setzero_si256, _mm256_shuffle_epi8,
     _mm256_slli_epi32, _mm256_srli_epi32, _mm256_storeu_si256, _mm256_unpackhi_epi64,
-    _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi128_si32, _mm_cvtsi32_si128,
-    _mm_loadu_si128, _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16,
-    _mm_set1_epi32, _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128,
-    _mm_shuffle_epi8, _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128,
-    _mm_storel_epi64, _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
+    _mm256_unpacklo_epi64, _mm_add_epi16, _mm_and_si128, _mm_cvtsi32_si128, _mm_loadu_si128,
+    _mm_or_si128, _mm_packus_epi16, _mm_packus_epi32, _mm_set1_epi16, _mm_set1_epi32,
+    _mm_setr_epi16, _mm_setr_epi32, _mm_setr_epi8, _mm_setzero_si128, _mm_shuffle_epi8,
+    _mm_slli_epi32, _mm_slli_si128, _mm_srli_epi32, _mm_store_si128, _mm_storel_epi64,
+    _mm_storeu_si128, _mm_unpackhi_epi16, _mm_unpackhi_epi32, _mm_unpackhi_epi64,
     _mm_unpacklo_epi16, _mm_unpacklo_epi32, _mm_unpacklo_epi64,
 };
 
@@ -629,11 +629,10 @@ impl SummaryWriter for Avx2Writer {
         first: CqeCopy,
         running: u16,
         out: &mut [CompletionSummary],
-        title: &mut Cqe64,
-        take_titles: bool,
+        titles: Option<&mut Cqe64>,
     ) -> BlocksTaken {
         // SAFETY: `self` holds the token, so AVX2 is available.
-        unsafe { write_blocks_avx2::<S>(p, plan, blocks, first, running, out, title, take_titles) }
+        unsafe { write_blocks_avx2::<S>(p, plan, blocks, first, running, out, titles) }
     }
 
     #[inline(always)]
@@ -943,22 +942,19 @@ unsafe fn accumulators(p: &Avx2Prepared, running: u16) -> [__m256i; 4] {
 ///
 /// Past the full blocks, from the same running state: a shorter
 /// compressed CQE (the last block of a session, [`tail_block_avx2`]) and,
-/// with `take_titles`, each next title of the plan's opcode
-/// ([`Titles::take`]: its summary, its copy into `title`, its running
+/// with `titles`, each next title of the plan's opcode
+/// ([`plain_title`]: its summary, its copy into `titles`, its running
 /// counter) and the blocks after it, so that a stream of sessions of one
-/// opcode stays in this loop. Any other owned entry ends the run, returned as `pending`.
-/// Two nested loops: the blocks (`full_run`), then the entries after them
-/// (the first, if a shorter block, written from the blocks' accumulators;
-/// then titles first, as the usual entry there), where a full block read
-/// goes straight back to the first (no "full" flag carried from one entry
-/// to the next) with the running counter at its first mini: after a
-/// title, the title's as taken (no arithmetic); otherwise `rb + o` at
-/// offset `o` (running shape; `rb` otherwise), `rb` set by each title.
+/// opcode stays in this loop. Any other owned entry ends the run, returned
+/// as `pending`. Two nested loops: the blocks (`full_run`), then the
+/// entries after them, where a full block read goes straight back to the
+/// first (no "full" flag carried from one entry to the next); the running
+/// counter at offset `o` is `rb + o` (one register; `rb` set by each
+/// title).
 ///
 /// # Safety
 /// The CPU must support AVX2.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn write_blocks_avx2<const S: usize>(
     p: &Avx2Prepared,
     plan: Fused,
@@ -966,8 +962,7 @@ unsafe fn write_blocks_avx2<const S: usize>(
     first: CqeCopy,
     running: u16,
     out: &mut [CompletionSummary],
-    title: &mut Cqe64,
-    take_titles: bool,
+    mut titles: Option<&mut Cqe64>,
 ) -> BlocksTaken {
     const B: usize = ENHANCED_MAX_MINIS;
     // The run bounded by room: the entry at slot offset `o` is read (and
@@ -979,67 +974,39 @@ unsafe fn write_blocks_avx2<const S: usize>(
         return BlocksTaken::none(running);
     }
     let base = out.as_mut_ptr();
-    // Whether titles are taken (the caller commits the last one, if any).
-    let titled = take_titles;
-    // SAFETY: AVX2 is available (caller contract).
-    let mut titles = unsafe { Titles::new(title, take_titles, plan.opcode, p) };
     // Offsets kept as `q = 16 o` (slot offset `o`): the byte offset of the
     // entry's first summary in `out`, so that one register indexes the
     // ring and `out` ([`FitBlocks::read_block`]); always a multiple of 16.
-    // The running counter at offset `q`: `rb + q / 16` (running shape;
-    // `rb` otherwise).
+    // The running counter at offset `o`: `rb + o` (running shape; `rb`
+    // otherwise): `running` at offset 0, then each title's next counter
+    // at the offset after it; one slot per mini from there.
     let mut rb = running;
     let at = |rb: u16, q: usize| rb.wrapping_add((q / 16) as u16 & run_mask);
+    let mut titled = false;
     let mut q = 0;
     let mut copy = first;
-    // The running counter at the first mini of the block at `q` (each
-    // turn of the outer loop).
-    let mut r = running;
     // SAFETY: AVX2 is enabled for this function and available (caller
     // contract). Each entry written is at an offset `o = q / 16` that
     // `fit` has (block 0: after the room test): seven places at `base + o`
     // (`base.byte_add(q)`: a summary is 16 bytes) inside
     // `out` (`write_block_avx2`'s and `tail_block_avx2`'s contract; a
-    // title's summary is one of them: `Titles::take`'s). `q` stays a
-    // multiple of 16 (steps of `16 n`): `read_block`'s and `full_run`'s
-    // contract.
+    // title's summary is one of them). `q` stays a multiple of 16 (steps
+    // of `16 n`): `read_block`'s and `full_run`'s contract.
     unsafe {
         let step = _mm256_and_si256(_mm256_set1_epi16(B as i16), p.run);
         let masks = block_masks(p);
         // Each turn: `copy`, the owned full block at `q`, copied; its
         // blocks, then the entries after them that are not full blocks.
         'blocks: loop {
-            let mut acc = block_layout(&accumulators(p, r));
+            let mut acc = block_layout(&accumulators(p, at(rb, q)));
             write_block_avx2(&masks, &acc, copy, base.byte_add(q));
             // Each next block written right after its copy.
             let mut next;
             (q, next) = full_run(&masks, &fit, &mut acc, step, base, q + 16 * B);
             // The first entry after them: a shorter block from the
-            // accumulators (advanced by one block), the last of the
-            // session; anything else is left in `next` for the loop below.
-            if let Some(Block { copy: c, .. }) = next {
-                let op_own = c.to_cqe().op_own;
-                let dst = base.byte_add(q);
-                if let Some(count) = tail_block_avx2(p, &masks, &acc, step, c, op_own, dst) {
-                    q += 16 * count as usize;
-                    // The next entry: its ownership bytes, the barrier,
-                    // one copy.
-                    match fit.read_block(q) {
-                        Some(Block {
-                            copy: c,
-                            full: true,
-                        }) => {
-                            copy = c;
-                            r = at(rb, q);
-                            continue 'blocks;
-                        }
-                        other => next = other,
-                    }
-                }
-            }
-            // Then each next entry that is not a full block: a title (the
-            // usual one, after the last block of a session) or a shorter
-            // block, from the running counter at its offset.
+            // accumulators (advanced by one block); the next ones from the
+            // running counter at their offset.
+            let mut first_after = true;
             loop {
                 // `next`: the owned entry at `q`, copied, not a full block.
                 let Some(Block { copy: c, .. }) = next else {
@@ -1048,42 +1015,36 @@ unsafe fn write_blocks_avx2<const S: usize>(
                 copy = c;
                 let op_own = copy.to_cqe().op_own;
                 let dst = base.byte_add(q);
-                if let Some(after) = titles.take(copy, op_own, dst) {
+                let count = if first_after {
+                    tail_block_avx2(p, &masks, &acc, step, copy, op_own, dst)
+                } else {
+                    let acc = block_layout(&accumulators(p, at(rb, q)));
+                    let zero = _mm256_setzero_si256();
+                    tail_block_avx2(p, &masks, &acc, zero, copy, op_own, dst)
+                };
+                first_after = false;
+                if let Some(count) = count {
+                    q += 16 * count as usize;
+                } else if let Some(after) = take_title(&mut titles, plan, copy, op_own, dst) {
+                    titled = true;
                     q += 16;
                     rb = after.wrapping_sub((q / 16) as u16 & run_mask);
-                    // The next entry; a full block from the title's
-                    // running counter, as taken.
-                    match fit.read_block(q) {
-                        Some(Block {
-                            copy: c,
-                            full: true,
-                        }) => {
-                            copy = c;
-                            r = after;
-                            continue 'blocks;
-                        }
-                        other => next = other,
-                    }
-                    continue;
-                }
-                let acc = block_layout(&accumulators(p, at(rb, q)));
-                let zero = _mm256_setzero_si256();
-                let Some(count) = tail_block_avx2(p, &masks, &acc, zero, copy, op_own, dst) else {
+                } else {
                     return BlocksTaken {
                         taken: q / 16,
                         running: at(rb, q),
                         titled,
                         pending: Some(copy),
                     };
-                };
-                q += 16 * count as usize;
+                }
+                // The next entry: its ownership bytes, the barrier, one
+                // copy.
                 match fit.read_block(q) {
                     Some(Block {
                         copy: c,
                         full: true,
                     }) => {
                         copy = c;
-                        r = at(rb, q);
                         continue 'blocks;
                     }
                     other => next = other,
@@ -1136,130 +1097,56 @@ unsafe fn full_run<const S: usize>(
     }
 }
 
-/// The titles a run of [`write_blocks_avx2`] takes: the caller's copy of
-/// the title (`cur.cqe`) and the `op_own` bits a title has (the plan's
-/// opcode, format 0 or 1), so that "titles taken, and this entry is one"
-/// is one compare: when titles are not taken, bits that no masked `op_own`
-/// has.
-struct Titles<'a> {
-    /// Where each title taken is copied: the caller's `title`.
-    dst: &'a mut Cqe64,
-    /// `op_own & TITLE_BITS` of a title, or that with [`NO_TITLES`] set.
-    key: u8,
-    /// A title's summary but for its `wqe_counter` and `byte_cnt`: status
-    /// success, the plan's opcode, [`Origin::Regular`] (bytes 12–15; zero
-    /// elsewhere).
-    upper: __m128i,
+/// A title inside a run of [`write_blocks_avx2`]: if `titles` is given and
+/// `copy` is a plain CQE of the plan's opcode ([`plain_title`]), its
+/// summary written at `dst`, its copy stored into `titles`; returns the
+/// running counter after it if it was.
+///
+/// # Safety
+/// `dst` must be valid for a write of one summary.
+#[inline(always)]
+unsafe fn take_title(
+    titles: &mut Option<&mut Cqe64>,
+    plan: Fused,
+    copy: CqeCopy,
+    op_own: OpOwn,
+    dst: *mut CompletionSummary,
+) -> Option<u16> {
+    let t = titles.as_deref_mut()?;
+    let (wr_id, hi, after) = plain_title(copy, op_own, plan.opcode)?;
+    // SAFETY: `dst` is valid for a write of one summary (caller contract),
+    // exclusive: a place of the caller's `out`.
+    store_summary(unsafe { &mut *dst }, wr_id, hi);
+    copy.store_to(t);
+    Some(after)
 }
 
-/// The `op_own` bits a title of a run is told by: the opcode and format
-/// bit 3 (format 0 or 1), as the burst loop's `plain_of`.
-const TITLE_BITS: u8 = super::OPCODE_MASK | super::FORMAT_INLINE64;
-
-/// A bit of [`Titles::key`] that no `op_own & TITLE_BITS` has (bit 0 is
-/// not in [`TITLE_BITS`]): set, the key matches nothing.
-const NO_TITLES: u8 = 1;
-
-const _: () = assert!(NO_TITLES & TITLE_BITS == 0);
-
-// A title's summary's upper word ([`Titles::upper`]) is a mini's of the
-// same opcode ([`Fused::upper`], in `AVX2_PLANS`) with its top byte (the
-// origin) cleared, for every opcode.
-const _: () = {
-    let mut opcode = 0;
-    while opcode < 16 {
-        let success = WcStatus::Success.raw() as u16;
-        let mini = CompletionSummary::upper_word(success, opcode, Origin::Mini);
-        let title = CompletionSummary::upper_word(success, opcode, Origin::Regular);
-        assert!(mini & 0x00ff_ffff == title);
-        opcode += 1;
+/// Enhanced layout, a burst run's next title: if `copy` (an owned entry,
+/// copied; `op_own`, its `op_own` byte, from the copy) is a plain CQE of CQE opcode `opcode` (format 0 or 1, an
+/// opcode the burst loop decodes itself), its summary's two quadwords
+/// (wr_id = `wqe_counter`: [`WorkQueues::WR_ID_IS_WQE_COUNTER`]) and the
+/// running counter after it on a CQ that is not a striding RQ
+/// ([`zip::running_after`]), as the burst poller's block loop reports and
+/// commits such a CQE.
+#[inline(always)]
+fn plain_title(copy: CqeCopy, op_own: OpOwn, opcode: u8) -> Option<(u64, u64, u16)> {
+    let cqe = copy.to_cqe();
+    let op_own = op_own.into_bits();
+    // The opcode and format bit 3 (format 0 or 1) in one compare (as the
+    // burst loop's `plain_of`).
+    if op_own & (super::OPCODE_MASK | super::FORMAT_INLINE64) != opcode << 4 {
+        return None;
     }
-};
-
-impl<'a> Titles<'a> {
-    /// The titles of a run of the plan's `opcode` (`p`: its constants),
-    /// copied into `title`; none taken without `take`.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[inline(always)]
-    unsafe fn new(title: &'a mut Cqe64, take: bool, opcode: u8, p: &Avx2Prepared) -> Self {
-        // A mini's status, opcode and origin (bytes 12–15 of pair 0's low
-        // half, as `AVX2_PLANS` builds it) but for the origin, the one
-        // byte in which a title's differ (checked below).
-        // SAFETY: AVX2 is available (caller contract): register operations
-        // only.
-        let upper = unsafe {
-            let keep = _mm_setr_epi32(0, 0, 0, 0x00ff_ffff);
-            _mm_and_si128(_mm256_castsi256_si128(p.lanes[0]), keep)
-        };
-        // (Without `take`, the opcode's bits with `NO_TITLES` set: a bit
-        // no masked byte has, so that the one compare stays one.)
-        let key = (opcode << 4) | (NO_TITLES * u8::from(!take));
-        Self {
-            dst: title,
-            key,
-            upper,
-        }
-    }
-
-    /// A title inside the run: if titles are taken and `copy` (an owned
-    /// entry, copied; `op_own`, its `op_own` byte, from the copy) is a
-    /// plain CQE of the plan's opcode (format 0 or 1), its summary written
-    /// at `dst` (wr_id = `wqe_counter`:
-    /// [`WorkQueues::WR_ID_IS_WQE_COUNTER`]; one shuffle of the copy's last
-    /// 16 bytes and the byte count's, as the burst poller's block loop
-    /// reports such a CQE), its copy stored into the caller's `title`;
-    /// returns the running counter after it ([`zip::running_after`], on a
-    /// CQ that is not a striding RQ) if it was.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2; `dst` must be valid for a write of one
-    /// summary.
-    #[inline(always)]
-    unsafe fn take(
-        &mut self,
-        copy: CqeCopy,
-        op_own: OpOwn,
-        dst: *mut CompletionSummary,
-    ) -> Option<u16> {
-        // The opcode and format bit 3 (format 0 or 1) in one compare (as
-        // the burst loop's `plain_of`).
-        if op_own.into_bits() & TITLE_BITS != self.key {
-            return None;
-        }
-        // Bytes 56–63 (`wqe_counter` at 60–61) and 40–47 (`byte_cnt` at
-        // 44–47), big-endian, into the summary's `wr_id` and `byte_len`,
-        // host order; the rest zero, then the constant part.
-        const PICK: [i8; 16] = [5, 4, -1, -1, -1, -1, -1, -1, 15, 14, 13, 12, -1, -1, -1, -1];
-        // SAFETY: AVX2 is available (caller contract): register operations,
-        // then one 16-byte store at `dst`, valid for a summary's write
-        // (caller contract), exclusive (a place of the caller's `out`): a
-        // valid summary (`wr_id`, `byte_len` plain integers; status,
-        // opcode and origin from `upper`, a real summary's).
-        let counter = unsafe {
-            let pick = _mm_loadu_si128(PICK.as_ptr().cast::<__m128i>());
-            // The copy's second half as loaded; quadwords 3 and 1 of it
-            // (bytes 56–63, 40–47) in the low 16 bytes.
-            let hi = _mm256_set_m128i(copy.0[3], copy.0[2]);
-            let v = _mm256_castsi256_si128(_mm256_permute4x64_epi64::<0xe7>(hi));
-            let s = _mm_or_si128(_mm_shuffle_epi8(v, pick), self.upper);
-            _mm_storeu_si128(dst.cast::<__m128i>(), s);
-            _mm_cvtsi128_si32(s) as u16
-        };
-        // The copy into the caller's `title`: its two halves, as loaded,
-        // in two 32-byte stores.
-        let t = (self.dst as *mut Cqe64).cast::<__m256i>();
-        // SAFETY: `t` is the caller's `title`, an exclusive `Cqe64` (64
-        // bytes): two 32-byte unaligned stores inside it; any bits are a
-        // valid `Cqe64`. AVX2 is available (caller contract).
-        unsafe {
-            _mm256_storeu_si256(t, _mm256_set_m128i(copy.0[1], copy.0[0]));
-            _mm256_storeu_si256(t.add(1), _mm256_set_m128i(copy.0[3], copy.0[2]));
-        }
-        // (`zip::running_after` of a CQ that is not a striding RQ.)
-        Some(counter.wrapping_add(1))
-    }
+    let counter = cqe.wqe_counter.get();
+    // (Its opcode is `opcode`, just compared: the upper part a constant
+    // of the plan.)
+    let hi = CompletionSummary::high_word(
+        cqe.byte_cnt.get(),
+        WcStatus::Success.raw() as u16,
+        opcode,
+        Origin::Regular,
+    );
+    Some((u64::from(counter), hi, zip::running_after(&cqe, false)))
 }
 
 /// The four accumulators of [`write_blocks_avx2`] advanced by `step` (one
