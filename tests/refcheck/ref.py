@@ -135,6 +135,19 @@ def poll(ring, cqe_size, cnt, ci, layout="basic", fmt="hash", striding=False, en
         striding = True
     out = []
     start_ci = ci
+
+    def take_regular(c, idx):
+        """A regular (uncompressed) CQE: its line appended unless it is a
+        filler or RESIZE_CQ (consumed, no line); an error string for an
+        opcode the policy refuses."""
+        op = c[63] >> 4
+        if STRICT_OPCODES and op == 5:
+            return None
+        if STRICT_OPCODES and op not in OK_OPCODES:
+            return "opcode %d not handled" % op
+        if not is_filler(c, striding and fmt != "req"):
+            out.append(fields(c, striding and fmt != "req", False, idx))
+        return None
     limit = ci + cnt  # never poll more than one ring's worth
     if layout == "basic":
         while ci - start_ci < cnt:
@@ -145,13 +158,9 @@ def poll(ring, cqe_size, cnt, ci, layout="basic", fmt="hash", striding=False, en
                 break
             form = (c[63] >> 2) & 3
             if form != 3:
-                if STRICT_OPCODES and op == 5:
-                    ci += 1
-                    continue
-                if STRICT_OPCODES and op not in OK_OPCODES:
-                    return out, ci, "opcode %d not handled" % op
-                if not is_filler(c, striding and fmt != "req"):
-                    out.append(fields(c, striding and fmt != "req", False, idx))
+                err = take_regular(c, idx)
+                if err:
+                    return out, ci, err
                 ci += 1
                 continue
             n = be32(c, 44)
@@ -210,11 +219,10 @@ def poll(ring, cqe_size, cnt, ci, layout="basic", fmt="hash", striding=False, en
             if STRICT_OPCODES and op == 5:
                 ci += 1
                 continue
-            if STRICT_OPCODES and op not in OK_OPCODES:
-                return out, ci, "opcode %d not handled" % op
-            if not is_filler(c, striding and fmt != "req"):
-                out.append(fields(c, striding and fmt != "req", False, idx))
-            if not (ERR_TITLE_SKIP and (c[63] >> 4) in (13, 14)):
+            err = take_regular(c, idx)
+            if err:
+                return out, ci, err
+            if not (ERR_TITLE_SKIP and op in (13, 14)):
                 set_title(c)
             ci += 1
             continue
