@@ -417,7 +417,7 @@ pub fn template(title: &Cqe64) -> Cqe64 {
 /// `op_own &= 0xf0`, then the owner bit of the mini's own index, which
 /// only a caller that knows that index can set).
 pub fn mini_op_own(title: OpOwn) -> OpOwn {
-    OpOwn::from_bits(title.into_bits() & 0xf0)
+    OpOwn::from_bits(title.into_bits() & super::OPCODE_MASK)
 }
 
 /// Bits of `sop_drop_qpn` a requester mini replaces (the send opcode).
