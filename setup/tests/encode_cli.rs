@@ -215,6 +215,32 @@ fn refused_work_request_prints_what_was_posted_before_it() {
     assert!(o.stdout.is_empty());
 }
 
+/// More SGEs than `--max-sge` are refused with ENOMEM (libmlx5's
+/// `_mlx5_post_send` tests `num_sge` first), also with `flags=inline`,
+/// where the bytes would be copied into the WQE, and before an opcode's own
+/// checks (a TSO header over `--max-tso-header`, EINVAL otherwise).
+#[test]
+fn more_sges_than_max_sge_are_refused_first_even_inline() {
+    let inline = "op=send flags=inline sge=0x2000:4:1 mem=0x2000:01020304 sge=0x3000:4:1 mem=0x3000:05060708\n";
+    let mut args = base("rc");
+    args.extend(["--max-sge", "1"]);
+    let o = run(&args, inline);
+    assert_bad_line(&o, 1, "inline, two SGEs, max 1");
+    assert!(stderr(&o).contains("(ENOMEM)"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let mut args = base("rc");
+    args.extend(["--max-sge", "2"]);
+    let o = run(&args, inline);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    let tso = "op=tso mss=100 hdr=00112233445502aabbccddee0800AABBCCDDEEFF00112233445566778899AABBCCDDEEFF00112233445566778899 sge=0x1000:300:1 sge=0x2000:300:1\n";
+    let mut args = base("raw");
+    args.extend(["--max-sge", "1", "--max-tso-header", "40"]);
+    let o = run(&args, tso);
+    assert_bad_line(&o, 1, "tso, header too long, two SGEs, max 1");
+    assert!(stderr(&o).contains("(ENOMEM)"), "{}", stderr(&o));
+}
+
 /// `vlan=`: on a raw queue that inlines the 18-byte L2 header (the
 /// default, as libmlx5), the tag goes into the inline header after the MAC
 /// addresses; the WQE grows by no DS. A QP type without Ethernet refuses it.

@@ -96,6 +96,11 @@ ERRORS
   (e.g. inline data over --max-inline) prints `line N: work request refused (ERRNO): ...` after
   the WQEs and doorbell of the work requests before it in its batch (as ibv_post_send posts
   them; --abort-on-error discards the batch, as ibv_wr_complete does), exit status 2.
+  Differences from libmlx5 v44 kept on purpose: the refused work request writes nothing (the
+  core leaves the queue as it was; libmlx5 leaves its partial WQE in the ring), and the doorbell
+  after it carries the last posted WQE's control segment (libmlx5 rings with the refused one's).
+  A TSO header that wraps the ring's end is followed by the next segment where the DS count
+  says (libmlx5 v44 writes it 32 bytes further on).
 
 EXAMPLE
   printf 'op=send flags=signaled sge=0x200001000:256:0x1234\\n' |

@@ -40,6 +40,11 @@ pub enum Payload {
     /// A raw Ethernet send with no SGE: libmlx5's
     /// `copy_eth_inline_headers` refuses `num_sge < 1` (`EINVAL`).
     NoFrame,
+    /// More SGEs than `--max-sge` in an `ibv_post_send` work request:
+    /// `_mlx5_post_send` refuses it (`ENOMEM`) before it looks at the
+    /// opcode's segments or the inline flag, so also when the SGEs' bytes
+    /// would be copied inline.
+    TooManySges,
 }
 
 /// A work request ready to post.
@@ -129,7 +134,9 @@ pub fn prepare(cfg: &EncodeConfig, mut wr: WorkRequest) -> Result<Prepared, Stri
     } else {
         0
     };
-    let payload = if !wr.inline.is_empty() {
+    let payload = if !cfg.abort_on_error && wr.sges.len() > cfg.max_sge as usize {
+        Payload::TooManySges
+    } else if !wr.inline.is_empty() {
         let total: usize = wr.inline.iter().map(Vec::len).sum();
         if total > cfg.max_inline as usize + header {
             Payload::InlineTooLong
@@ -278,6 +285,7 @@ pub fn post<P: DoorbellPolicy>(
     match p.payload {
         Payload::InlineTooLong => return Err(Refused::Post(PostError::InlineTooLong)),
         Payload::NoFrame => return Err(Refused::NoFrame),
+        Payload::TooManySges => return Err(Refused::Post(PostError::TooManySges)),
         _ => {}
     }
     let id = wr.wr_id;
@@ -333,7 +341,9 @@ pub fn post<P: DoorbellPolicy>(
         }
     }
     let done = match &p.payload {
-        Payload::None | Payload::InlineTooLong | Payload::NoFrame => w.post(),
+        Payload::None | Payload::InlineTooLong | Payload::NoFrame | Payload::TooManySges => {
+            w.post()
+        }
         Payload::Sges(list) => w.sge_list(list),
         Payload::Frames(pieces) => {
             let f: Vec<FrameSge<'_>> = pieces
