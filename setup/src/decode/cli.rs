@@ -37,6 +37,14 @@ pub struct DecodeArgs {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum DecodeWhat {
     /// A completion queue entry (64 bytes, or a 128-byte slot).
+    ///
+    /// Every PRM field, the `ibv_wc_status` libmlx5 reports (error CQEs:
+    /// syndrome, vendor syndrome), and the `wc_*` fields `ibv_poll_cq`
+    /// writes for such a CQE, only those libmlx5 v44 writes for its kind
+    /// (`wc_opcode`, `wc_byte_len`, `wc_imm_data` in host order,
+    /// `wc_flags`, `wc_qp_num`, `wc_src_qp`, `wc_pkey_index`, `wc_slid`,
+    /// `wc_sl`, `wc_dlid_path_bits`, `wc_vendor_err`), as on a QP with the
+    /// receive checksum capability and no SRQ.
     Cqe {
         /// CQE size of the CQ; default: the input length (64 or 128 bytes).
         #[arg(long, value_enum)]

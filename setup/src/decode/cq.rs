@@ -297,6 +297,35 @@ pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, Rin
     }
 }
 
+/// The `ibv_wc` the core's poller reports for one CQE (64 bytes, or a
+/// 128-byte slot) polled alone, as `ibv_poll_cq` would on a QP with the
+/// receive checksum capability (a raw Ethernet QP: `IBV_WC_IP_CSUM_OK` is
+/// reported where libmlx5 reports it for one) and no SRQ; the wr_id is
+/// the `wqe_counter`. `None` when the poller reports no completion for it:
+/// an entry hardware still owns (opcode INVALID), a compressed CQE, a
+/// RESIZE_CQ CQE, an opcode the poller refuses.
+pub fn wc_of(bytes: &[u8], size: CqeSize) -> Option<mlx5dp::cq::Wc> {
+    let core_size = match size {
+        CqeSize::B64 => mlx5dp::cq::CqeSize::B64,
+        CqeSize::B128 => mlx5dp::cq::CqeSize::B128,
+    };
+    let owner = bytes.last().is_some_and(|b| b & 1 != 0);
+    let mut ring = ring_copy::RingCopy::new(bytes);
+    // A ring of one entry polled at the index whose pass expects the CQE's
+    // own owner bit.
+    let ci = u32::from(owner);
+    ring.with_cq(1, core_size, CqConfig::default(), ci, |cq| {
+        let mut wqs = RawCounters {
+            rx_csum_valid: true,
+        };
+        let mut wc = None;
+        cq.poll(&mut wqs, 1, |c| wc = Some(c.to_wc())).ok()?;
+        wc
+    })
+    .ok()
+    .flatten()
+}
+
 /// The poll loop: one completion per call, as `ibv_poll_cq(cq, 1, wc)`.
 fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRing, RingError> {
     let start = params.ci;

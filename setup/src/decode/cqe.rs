@@ -12,6 +12,7 @@
 
 use super::{DecodeError, Fields, Value};
 use bitfield_struct::bitfield;
+use mlx5dp::cq::{WcFlags, WcOpcode};
 use mlx5dp::prm::{
     Cqe64, CqeFormat, CqeOpcode, ErrCqe, L3HdrType, L4HdrType, MprqByteCnt, Syndrome, WcStatus,
     FLOW_TAG_MASK,
@@ -222,6 +223,74 @@ impl DecodedCqe {
         }
     }
 
+    /// The slot's bytes: the first half of a 128-byte slot (zeros where
+    /// none was kept: a mini expanded from a 128-byte ring), then the CQE
+    /// proper.
+    fn slot_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.size.bytes());
+        if self.size == CqeSize::B128 {
+            v.extend_from_slice(self.first_half.as_ref().unwrap_or(&[0; 64]));
+        }
+        v.extend_from_slice(zerocopy::IntoBytes::as_bytes(&self.cqe));
+        v
+    }
+
+    /// The `ibv_wc` fields `ibv_poll_cq` writes for this CQE polled alone
+    /// ([`super::cq::wc_of`]: the core's poller, on a QP with the receive
+    /// checksum capability and no SRQ), only those libmlx5 v44 writes for
+    /// its kind (`handle_good_req`, `handle_responder`,
+    /// `mlx5_handle_error_cqe`): always `wc_qp_num` and `wc_flags`; a
+    /// successful send, `wc_opcode`, and `wc_byte_len` for an RDMA READ or
+    /// an atomic; a receive, `wc_opcode`, `wc_byte_len`, `wc_src_qp`,
+    /// `wc_pkey_index`, `wc_slid`, `wc_sl`, `wc_dlid_path_bits`, and
+    /// `wc_imm_data` with immediate data or an invalidated rkey (host order
+    /// of `ibv_wc.imm_data`: the immediate as sent; the rkey byte-swapped,
+    /// as libmlx5 stores it host-order in the `__be32`); an error,
+    /// `wc_vendor_err`.
+    fn wc_fields(&self, f: &mut Fields) {
+        let Some(wc) = super::cq::wc_of(&self.slot_bytes(), self.size) else {
+            return;
+        };
+        if let Some(op) = wc.opcode {
+            f.text("wc_opcode", wc_opcode_name(op))
+                .dec("wc_opcode_raw", op.raw());
+        }
+        let flags = wc.wc_flags;
+        let names: Vec<&str> = [
+            (WcFlags::GRH, "grh"),
+            (WcFlags::WITH_IMM, "with_imm"),
+            (WcFlags::IP_CSUM_OK, "ip_csum_ok"),
+            (WcFlags::WITH_INV, "with_inv"),
+        ]
+        .into_iter()
+        .filter(|&(bit, _)| flags.contains(bit))
+        .map(|(_, name)| name)
+        .collect();
+        f.hex("wc_qp_num", wc.qp_num, 6)
+            .hex("wc_flags", flags.0, 2)
+            .text("wc_flags_names", names.join(","));
+        if self.is_error() {
+            f.hex("wc_vendor_err", wc.vendor_err, 2);
+        } else if self.opcode() == CqeOpcode::Req {
+            if matches!(
+                wc.opcode,
+                Some(WcOpcode::RdmaRead | WcOpcode::CompSwap | WcOpcode::FetchAdd)
+            ) {
+                f.dec("wc_byte_len", wc.byte_len);
+            }
+        } else {
+            f.dec("wc_byte_len", wc.byte_len);
+            if flags.contains(WcFlags::WITH_IMM) || flags.contains(WcFlags::WITH_INV) {
+                f.hex("wc_imm_data", wc.imm_data, 8);
+            }
+            f.hex("wc_src_qp", wc.src_qp, 6)
+                .dec("wc_pkey_index", wc.pkey_index)
+                .hex("wc_slid", wc.slid, 4)
+                .dec("wc_sl", wc.sl)
+                .dec("wc_dlid_path_bits", wc.dlid_path_bits);
+        }
+    }
+
     /// Every field, in the order `mlx5dp decode cqe` prints them.
     pub fn fields(&self) -> Fields {
         let c = &self.cqe;
@@ -254,6 +323,7 @@ impl DecodedCqe {
             f.dec("wc_status", status.raw())
                 .text("wc_status_name", status.name())
                 .text("wc_status_kernel_name", kernel_wc_status_msg(status));
+            self.wc_fields(&mut f);
             if self.is_error() {
                 let e = self.err();
                 f.hex("srqn", e.srqn.get(), 8)
@@ -360,6 +430,33 @@ impl DecodedCqe {
         );
         out.push_str(&self.fields().to_human());
         out
+    }
+}
+
+/// `ibv_wc_opcode_str`-style name of an `ibv_wc` opcode (the `IBV_WC_*`
+/// suffix, lower case).
+pub fn wc_opcode_name(op: WcOpcode) -> &'static str {
+    match op {
+        WcOpcode::Send => "send",
+        WcOpcode::RdmaWrite => "rdma_write",
+        WcOpcode::RdmaRead => "rdma_read",
+        WcOpcode::CompSwap => "comp_swap",
+        WcOpcode::FetchAdd => "fetch_add",
+        WcOpcode::BindMw => "bind_mw",
+        WcOpcode::LocalInv => "local_inv",
+        WcOpcode::Tso => "tso",
+        WcOpcode::Flush => "flush",
+        WcOpcode::AtomicWrite => "atomic_write",
+        WcOpcode::Recv => "recv",
+        WcOpcode::RecvRdmaWithImm => "recv_rdma_with_imm",
+        WcOpcode::TmAdd => "tm_add",
+        WcOpcode::TmDel => "tm_del",
+        WcOpcode::TmSync => "tm_sync",
+        WcOpcode::TmRecv => "tm_recv",
+        WcOpcode::TmNoTag => "tm_no_tag",
+        WcOpcode::Driver1 => "driver1",
+        WcOpcode::Driver2 => "driver2",
+        WcOpcode::Driver3 => "driver3",
     }
 }
 
