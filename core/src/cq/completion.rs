@@ -509,13 +509,20 @@ impl Completion {
     }
 
     /// Data scattered into the CQE (`MLX5_INLINE_SCATTER_32/64`): the first
-    /// `min(byte_len, 32)` bytes of a 64-byte CQE or `min(byte_len, 64)`
-    /// bytes of the first half of a 128-byte slot. Never for a mini.
+    /// `min(len, 32)` bytes of a 64-byte CQE or `min(len, 64)` bytes of the
+    /// first half of a 128-byte slot, `len` the byte count libmlx5 copies
+    /// (`ibv_wc.byte_len`): 8 for an atomic's result (`handle_good_req`),
+    /// `byte_len` otherwise. Never for a mini.
     pub fn inline_data(&self) -> Option<&[u8]> {
         if self.origin == Origin::Mini {
             return None;
         }
-        let len = self.byte_len() as usize;
+        let atomic = self.cqe.opcode() == CqeOpcode::Req
+            && matches!(
+                self.send_opcode(),
+                SendOpcode::AtomicCs | SendOpcode::AtomicFa
+            );
+        let len = if atomic { 8 } else { self.byte_len() as usize };
         match self.cqe.format() {
             CqeFormat::InlineScatter32 => {
                 let bytes: &[u8; 64] = zerocopy::transmute_ref!(&self.cqe);

@@ -362,6 +362,27 @@ fn cqe_128_with_inline_scatter_64() {
     assert_eq!(got[0].byte_len(), 40);
 }
 
+/// An atomic's scattered result is 8 bytes whatever the CQE's byte count
+/// (libmlx5 `handle_good_req`: `byte_len = 8`, the length it copies).
+#[test]
+fn inline_scatter_of_an_atomic_is_eight_bytes() {
+    for byte_cnt in [0u32, 8, 0x20] {
+        let m = Mem::new(4, CqeSize::B64, false);
+        let mut c = cqe(CqeOpcode::Req, false, 0);
+        c.op_own = c.op_own.with_format(CqeFormat::InlineScatter32.raw());
+        c.sop_drop_qpn = c.sop_drop_qpn.with_sop(SendOpcode::AtomicFa.raw());
+        c.byte_cnt = Be32::new(byte_cnt);
+        c.pkt_info = 0xa0;
+        m.put(0, &c);
+        let mut cq = m.cq(CqConfig::default());
+        let got = collect(&mut cq, &mut RawCounters::default(), 4);
+        let data = got[0].inline_data().unwrap();
+        assert_eq!(data.len(), 8, "byte_cnt {byte_cnt}");
+        assert_eq!(data[0], 0xa0);
+        assert_eq!(got[0].to_wc().byte_len, 8);
+    }
+}
+
 #[test]
 fn inline_scatter_32_in_64_byte_cqe() {
     let m = Mem::new(4, CqeSize::B64, false);

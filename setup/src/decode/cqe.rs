@@ -14,8 +14,8 @@ use super::{DecodeError, Fields, Value};
 use bitfield_struct::bitfield;
 use mlx5dp::cq::{WcFlags, WcOpcode};
 use mlx5dp::prm::{
-    Cqe64, CqeFormat, CqeOpcode, ErrCqe, L3HdrType, L4HdrType, MprqByteCnt, Syndrome, WcStatus,
-    FLOW_TAG_MASK,
+    Cqe64, CqeFormat, CqeOpcode, ErrCqe, L3HdrType, L4HdrType, MprqByteCnt, SendOpcode, Syndrome,
+    WcStatus, FLOW_TAG_MASK,
 };
 use zerocopy::FromBytes;
 
@@ -208,9 +208,20 @@ impl DecodedCqe {
     /// The inline-scattered data, if the format carries any: format 1 puts
     /// up to 32 bytes at the start of the 64-byte CQE, format 2 up to 64
     /// bytes in the first half of a 128-byte slot (rdma-core `cq.c`
-    /// `handle_responder`/`mlx5_copy_to_recv_wqe`); clipped to `byte_cnt`.
+    /// `handle_responder`/`mlx5_copy_to_recv_wqe`); clipped to `byte_cnt`,
+    /// or to 8 for an atomic's result (`handle_good_req`: `byte_len = 8`,
+    /// the length `mlx5_copy_to_send_wqe` copies).
     pub fn inline_data(&self) -> Option<Vec<u8>> {
-        let len = usize::try_from(self.cqe.byte_cnt.get()).unwrap_or(usize::MAX);
+        let atomic = self.opcode() == CqeOpcode::Req
+            && matches!(
+                self.cqe.send_opcode(),
+                SendOpcode::AtomicCs | SendOpcode::AtomicFa
+            );
+        let len = if atomic {
+            8
+        } else {
+            usize::try_from(self.cqe.byte_cnt.get()).unwrap_or(usize::MAX)
+        };
         let bytes = zerocopy::IntoBytes::as_bytes(&self.cqe);
         match self.cqe.format() {
             CqeFormat::InlineScatter32 => bytes.get(..len.min(32)).map(<[u8]>::to_vec),
