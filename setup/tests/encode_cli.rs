@@ -502,3 +502,49 @@ fn random_input_never_panics() {
     let o = run(&base("rc"), "\u{0}\u{1}op=send");
     assert_eq!(o.status.code(), Some(2));
 }
+
+fn run_recv(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .args(["encode", "recv"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
+/// `encode recv`: libmlx5's `mlx5_post_recv` refusals, after the work
+/// requests before the refused one in its batch were posted (and the
+/// record updated for them): ENOMEM at --max-post outstanding, EINVAL with
+/// more SGEs than the stride holds (zero-length ones included); a
+/// zero-length SGE is skipped and the terminator follows the others.
+#[test]
+fn encode_recv_refusals_and_terminator() {
+    let o = run_recv(
+        &["--rq-wqes", "8", "--wqe-shift", "5", "--max-post", "2", "--json"],
+        "wr_id=1 sge=0x1000:0:1 sge=0x2000:64:2\nwr_id=2 sge=0x3000:64:3\nwr_id=3 sge=0x4000:64:4\n",
+    );
+    assert_bad_line(&o, 3, "max-post");
+    assert!(stderr(&o).contains("(ENOMEM)"), "{}", stderr(&o));
+    let v: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v.len(), 3, "two WQEs and the record: {v:?}");
+    assert_eq!(
+        v[0]["hex"], "0000004000000002000000000000200000000000000001000000000000000000",
+        "the zero-length SGE skipped, then the terminator"
+    );
+    assert_eq!(v[2]["dbrec"], 2);
+
+    let o = run_recv(
+        &["--rq-wqes", "8", "--wqe-shift", "4"],
+        "wr_id=1 sge=0x1000:0:1 sge=0x2000:64:2\n",
+    );
+    assert_bad_line(&o, 1, "two SGEs in a 16-byte WQE");
+    assert!(stderr(&o).contains("(EINVAL)"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+}

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 use super::input::parse_u64;
+use super::recv::{self, RecvConfig, RecvRefusal};
 use super::{encode, EncodeConfig, EncodeError, Refusal};
 use mlx5dp::sq::QpType;
 use std::fmt;
@@ -150,6 +151,98 @@ pub enum EncodeWhat {
     /// Send WQEs and doorbells for work requests, as the core posts them.
     #[command(long_about = WQE_ABOUT, after_long_help = WQE_HELP)]
     Wqe(WqeArgs),
+    /// Receive WQEs and the RQ doorbell record for receive work requests, as
+    /// the core's receive queue posts them (ibv_post_recv on a QP's RQ).
+    #[command(after_long_help = RECV_HELP)]
+    Recv(RecvArgs),
+}
+
+const RECV_HELP: &str = "\
+INPUT
+  One receive work request per line: wr_id=N and sge=ADDR:LEN:LKEY (repeatable, in order).
+  An empty line ends a batch (one ibv_post_recv call: one doorbell-record update); so does the
+  end of the input. `#` starts a comment.
+
+OUTPUT
+  Per WQE: the RQ head counter it was posted at, its ring slot and the bytes of its whole
+  stride (data segments: byte count, lkey, address, big-endian; zero-length SGEs skipped; a
+  terminator, byte count 0 and lkey 0x100, after the last one when the stride holds more). After
+  each batch: the doorbell-record value (head & 0xffff), or that it was not written (a raw
+  Ethernet QP before RTR). With --json: {\"rq_index\":N,\"slot\":N,\"hex\":\"...\"}
+  per WQE and {\"dbrec\":N|null} per batch.
+
+ERRORS
+  A malformed line prints `line N: ...`, exit status 2. A work request libmlx5 would refuse
+  (ENOMEM: --max-post outstanding; EINVAL: more SGEs than the stride holds) prints
+  `line N: work request refused (ERRNO): ...` after the WQEs and doorbell record of the work
+  requests before it in its batch, exit status 2.
+
+EXAMPLE
+  printf 'wr_id=1 sge=0x200001000:4096:0x3000\\n' |
+    mlx5dp encode recv --rq-wqes 64 --wqe-shift 5 --head 0 --json";
+
+/// The QP state of `--state` (libmlx5 leaves the record alone on a raw
+/// Ethernet QP before RTR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum QpStateArg {
+    /// RESET.
+    Reset,
+    /// INIT.
+    Init,
+    /// RTR.
+    Rtr,
+    /// RTS.
+    Rts,
+}
+
+/// `mlx5dp encode recv`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecvArgs {
+    /// QP type (a raw Ethernet QP before RTR leaves the doorbell record
+    /// alone).
+    #[arg(long, value_enum, default_value = "rc")]
+    pub qp: QpArg,
+    /// QP state.
+    #[arg(long, value_enum, default_value = "rts")]
+    pub state: QpStateArg,
+    /// RQ size in WQEs (a power of two).
+    #[arg(long, value_parser = num_u32)]
+    pub rq_wqes: u32,
+    /// log2 of the RQ WQE stride in bytes (rq.wqe_shift): 4 holds one data
+    /// segment, 5 two, and so on.
+    #[arg(long, value_parser = num_u8)]
+    pub wqe_shift: u8,
+    /// The RQ head counter before the first work request (rq.head).
+    #[arg(long, value_parser = num_u32, default_value = "0")]
+    pub head: u32,
+    /// Receive work requests outstanding before the first batch
+    /// (rq.head - rq.tail).
+    #[arg(long, value_parser = num_u32, default_value = "0")]
+    pub outstanding: u32,
+    /// libmlx5's rq.max_post; default: --rq-wqes.
+    #[arg(long, value_parser = num_u32)]
+    pub max_post: Option<u32>,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// The work requests; none or `-` reads standard input.
+    #[arg(value_name = "FILE")]
+    pub file: Option<String>,
+}
+
+impl RecvArgs {
+    /// The encoder's configuration.
+    pub fn config(&self) -> RecvConfig {
+        RecvConfig {
+            rq_wqes: self.rq_wqes,
+            wqe_shift: self.wqe_shift,
+            head: self.head,
+            outstanding: self.outstanding,
+            max_post: self.max_post.unwrap_or(self.rq_wqes),
+            doorbell: !(self.qp == QpArg::Raw
+                && matches!(self.state, QpStateArg::Reset | QpStateArg::Init)),
+        }
+    }
 }
 
 fn num_u32(s: &str) -> Result<u32, String> {
@@ -340,6 +433,8 @@ pub enum CliError {
     Input(EncodeError),
     /// A work request the queue refused.
     Refused(Refusal),
+    /// A receive work request the queue refused.
+    RecvRefused(RecvRefusal),
     /// The input is not UTF-8 text.
     NotText,
     /// The input could not be read.
@@ -352,7 +447,10 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::Io(..) | CliError::Input(EncodeError::Setup(_)) => 1,
-            CliError::Input(_) | CliError::Refused(_) | CliError::NotText => 2,
+            CliError::Input(_)
+            | CliError::Refused(_)
+            | CliError::RecvRefused(_)
+            | CliError::NotText => 2,
         }
     }
 }
@@ -362,6 +460,7 @@ impl fmt::Display for CliError {
         match self {
             CliError::Input(e) => write!(f, "{e}"),
             CliError::Refused(r) => write!(f, "{r}"),
+            CliError::RecvRefused(r) => write!(f, "{r}"),
             CliError::NotText => write!(f, "bad input: not UTF-8 text"),
             CliError::Io(what, e) => write!(f, "cannot read {what}: {e}"),
         }
@@ -398,6 +497,40 @@ fn read_input(file: Option<&str>, stdin: &mut dyn Read) -> Result<String, CliErr
 pub fn run(args: &EncodeArgs, stdin: &mut dyn Read) -> Outcome {
     match &args.what {
         EncodeWhat::Wqe(a) => run_wqe(a, stdin),
+        EncodeWhat::Recv(a) => run_recv(a, stdin),
+    }
+}
+
+/// Runs `mlx5dp encode recv` with parsed options.
+pub fn run_recv(a: &RecvArgs, stdin: &mut dyn Read) -> Outcome {
+    let fail = |e: CliError| Outcome {
+        stdout: String::new(),
+        result: Err(e),
+    };
+    let cfg = a.config();
+    if let Err(m) = cfg.check() {
+        return fail(CliError::Input(EncodeError::Config(m)));
+    }
+    let text = match read_input(a.file.as_deref(), stdin) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let batches = match recv::parse(&text) {
+        Ok(b) => b,
+        Err(e) => return fail(CliError::Input(EncodeError::Input(e))),
+    };
+    match recv::encode(&cfg, &batches) {
+        Ok(enc) => Outcome {
+            stdout: if a.json {
+                enc.to_json_lines()
+            } else {
+                enc.to_human()
+            },
+            result: enc
+                .refusal
+                .map_or(Ok(()), |r| Err(CliError::RecvRefused(r))),
+        },
+        Err(m) => fail(CliError::Input(EncodeError::Setup(m))),
     }
 }
 

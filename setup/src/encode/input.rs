@@ -503,7 +503,8 @@ fn parse_flags(s: &str) -> Result<SendFlags, String> {
     Ok(f)
 }
 
-fn parse_sge(s: &str) -> Result<SgeSpec, String> {
+/// `ADDR:LEN:LKEY` (an `sge=` value).
+pub fn parse_sge(s: &str) -> Result<SgeSpec, String> {
     let mut parts = s.split(':');
     let (Some(a), Some(l), Some(k), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())

@@ -1,6 +1,8 @@
 //! The ordinary memory that stands in for a send queue's SQ buffer,
-//! doorbell record and UAR page, and the one `unsafe` of the encoder:
-//! handing that memory to [`SendQueue::new`].
+//! doorbell record and UAR page (and a receive queue's RQ buffer and
+//! record), and the one `unsafe` of the encoder: handing that memory to
+//! [`SendQueue::new`] (and to the receive queue's [`RingBuf::new`] and
+//! doorbell-record word).
 //!
 //! The blocks are [`DmaBlock`]s (aligned, zeroed heap memory that is read
 //! and written only through raw pointers and atomics, never references), so
@@ -9,8 +11,11 @@
 //! and volatile stores and our atomic loads never overlap in time.
 
 use crate::emu::mem::{DmaBlock, MemError};
+use mlx5dp::index::RingSize;
 use mlx5dp::mmio::DeviceWord;
 use mlx5dp::prm::SEND_WQE_BB;
+use mlx5dp::ring::RingBuf;
+use mlx5dp::rq::{Rq, RqError};
 use mlx5dp::sq::{
     DoorbellPolicy, SendQueue, SqConfig, SqConfigError, SqRawParts, SqShadowEntry, Wqebb,
 };
@@ -28,6 +33,8 @@ pub enum SetupError {
     Config(SqConfigError),
     /// The BlueFlame register does not fit the UAR page, or is misaligned.
     Register,
+    /// The core refused the receive queue's parts.
+    Recv(RqError),
 }
 
 /// The SQ buffer, doorbell record and UAR page of one simulated queue.
@@ -138,6 +145,85 @@ impl Memory {
                 .read(s as usize * SEND_WQE_BB, chunk)
                 .map_err(SetupError::Mem)?;
         }
+        Ok(out)
+    }
+}
+
+/// The RQ buffer and doorbell record of one simulated receive queue
+/// (`mlx5dp encode recv`).
+#[derive(Debug)]
+pub struct RecvMemory {
+    ring: DmaBlock,
+    dbrec: DmaBlock,
+    wqe_cnt: u32,
+    wqe_shift: u8,
+}
+
+impl RecvMemory {
+    /// A zero-filled ring of `wqe_cnt` WQEs of `1 << wqe_shift` bytes and a
+    /// zeroed doorbell record.
+    pub fn new(wqe_cnt: u32, wqe_shift: u8) -> Result<Self, SetupError> {
+        let ring_len = (wqe_cnt as usize)
+            .checked_shl(u32::from(wqe_shift))
+            .filter(|&n| n >> wqe_shift == wqe_cnt as usize)
+            .ok_or(SetupError::Mem(MemError::Alloc))?;
+        let ring = DmaBlock::new(ring_len, UAR_PAGE).map_err(SetupError::Mem)?;
+        let dbrec = DmaBlock::new(8, 8).map_err(SetupError::Mem)?;
+        Ok(Self {
+            ring,
+            dbrec,
+            wqe_cnt,
+            wqe_shift,
+        })
+    }
+
+    /// The core's cyclic receive queue over this memory, its head counter
+    /// at `head`, its wr_id shadow `wrid` (`wqe_cnt` entries).
+    pub fn rq<'m>(&'m self, wrid: &'m mut [u64], head: u32) -> Result<Rq<'m>, SetupError> {
+        let size = RingSize::new(self.wqe_cnt).ok_or(SetupError::Mem(MemError::Alloc))?;
+        // SAFETY: the receive word of the doorbell record is bytes 0..4 of
+        // the 8-byte, 8-aligned `dbrec` block: aligned and valid for a `u32`
+        // for `'m` (the block lives as long as `self`). Nothing else writes
+        // it; this module only reads and refills it with the block's atomic
+        // accesses from the same thread, between batches.
+        let dbrec = unsafe { DeviceWord::from_ptr(self.dbrec.as_ptr().cast::<u32>()) };
+        // SAFETY: `ring` is `wqe_cnt << wqe_shift` bytes (checked in `new`),
+        // valid for reads and writes for `'m`; no Rust reference to it
+        // exists (`DmaBlock` hands out pointers) and nothing else writes it
+        // while the queue lives (this module reads it back, and clears it,
+        // from the same thread, between posts).
+        let ring = unsafe { RingBuf::new(self.ring.as_ptr(), self.ring.len()) }
+            .ok_or(SetupError::Mem(MemError::Alloc))?;
+        Rq::new(ring, size, self.wqe_shift, dbrec, wrid, head).map_err(SetupError::Recv)
+    }
+
+    /// Zeroes the whole ring.
+    pub fn clear(&self) -> Result<(), SetupError> {
+        self.ring
+            .fill(0, self.ring.len(), 0)
+            .map_err(SetupError::Mem)
+    }
+
+    /// The doorbell-record word (`dbrec[MLX5_RCV_DBR]`), host order.
+    pub fn dbrec(&self) -> Result<u32, SetupError> {
+        let mut word = [0; 4];
+        self.dbrec.read(0, &mut word).map_err(SetupError::Mem)?;
+        Ok(u32::from_be_bytes(word))
+    }
+
+    /// Sets the doorbell-record word (host order, stored big-endian).
+    pub fn set_dbrec(&self, value: u32) -> Result<(), SetupError> {
+        self.dbrec
+            .write(0, &value.to_be_bytes())
+            .map_err(SetupError::Mem)
+    }
+
+    /// The `stride` bytes of WQE slot `slot`.
+    pub fn wqe(&self, slot: u32, stride: u32) -> Result<Vec<u8>, SetupError> {
+        let mut out = vec![0; stride as usize];
+        self.ring
+            .read(slot as usize * stride as usize, &mut out)
+            .map_err(SetupError::Mem)?;
         Ok(out)
     }
 }

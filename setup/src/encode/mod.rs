@@ -52,6 +52,7 @@ pub mod input;
 #[expect(unsafe_code, reason = "the SendQueue constructor over our own memory")]
 pub mod memory;
 pub mod post;
+pub mod recv;
 
 use self::input::{LineError, OpKind};
 use self::memory::{Memory, SetupError, UAR_PAGE};
