@@ -190,18 +190,11 @@ impl RecvMemory {
         // SAFETY: `ring` is `wqe_cnt << wqe_shift` bytes (checked in `new`),
         // valid for reads and writes for `'m`; no Rust reference to it
         // exists (`DmaBlock` hands out pointers) and nothing else writes it
-        // while the queue lives (this module reads it back, and clears it,
-        // from the same thread, between posts).
+        // while the queue lives (this module only reads it back, from the
+        // same thread, between posts).
         let ring = unsafe { RingBuf::new(self.ring.as_ptr(), self.ring.len()) }
             .ok_or(SetupError::Mem(MemError::Alloc))?;
         Rq::new(ring, size, self.wqe_shift, dbrec, wrid, head).map_err(SetupError::Recv)
-    }
-
-    /// Zeroes the whole ring.
-    pub fn clear(&self) -> Result<(), SetupError> {
-        self.ring
-            .fill(0, self.ring.len(), 0)
-            .map_err(SetupError::Mem)
     }
 
     /// The doorbell-record word (`dbrec[MLX5_RCV_DBR]`), host order.

@@ -192,16 +192,15 @@ pub fn encode(cfg: &RecvConfig, batches: &[Vec<RecvWr>]) -> Result<RecvEncoded, 
     let mem = RecvMemory::new(cfg.rq_wqes, cfg.wqe_shift).map_err(|e| format!("{e:?}"))?;
     let mut wrid = vec![0u64; cfg.rq_wqes as usize];
     // The core's queue starts empty at `head - outstanding`; the
-    // outstanding work requests are posted first (their WQEs are not
-    // printed and the ring is cleared after them), so that its own full
-    // test sees them.
+    // outstanding work requests are posted first, so that its own full
+    // test sees them. Their WQEs are not printed, and the ones printed
+    // never share their slots (at most `max_post - outstanding` follow).
     let start = cfg.head.wrapping_sub(cfg.outstanding);
     let mut rq = mem.rq(&mut wrid, start).map_err(|e| format!("{e:?}"))?;
     rq.set_doorbell_enabled(cfg.doorbell);
     for _ in 0..cfg.outstanding {
         rq.post(0, &[]).map_err(|e| format!("{e:?}"))?;
     }
-    mem.clear().map_err(|e| format!("{e:?}"))?;
     let mut out = RecvEncoded {
         batches: Vec::new(),
         refusal: None,
