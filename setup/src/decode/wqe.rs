@@ -188,9 +188,13 @@ fn opmod_name(opcode: SendOpcode, opmod: u8) -> Option<&'static str> {
 /// 1. TSO and enhanced-MPW opcodes exist only on Ethernet SQs → `raw`.
 /// 2. Opcodes other than SEND/SEND_IMM → `rc` (UC and XRC cannot be told
 ///    from RC by the bytes; pass `--qp`).
-/// 3. A send whose WQE has room for an address vector and whose byte 24
+/// 3. A send whose WQE has room for an address vector, whose byte 24
 ///    (the AV's `dqp_dct`) has the extended-AV bit that rdma-core always
-///    sets (`MLX5_EXTENDED_UD_AV`) → `ud`.
+///    sets (`MLX5_EXTENDED_UD_AV`) and whose bytes 20–23 (the Q_Key's
+///    reserved half, which libmlx5 writes as zero) are zero → `ud`, unless
+///    bytes 16–19 read as an inline data segment header whose byte count
+///    fills the WQE exactly (an RC inline send whose payload happens to
+///    have those bits).
 /// 4. A send whose second DS starts with the inline bit → `rc`.
 /// 5. A send whose second DS is a plausible Ethernet segment (reserved
 ///    `cs_flags`/`swp_flags` bits clear, inline header or VLAN insert that
@@ -217,10 +221,16 @@ pub fn infer_qp_type(bytes: &[u8]) -> (QpType, &'static str) {
     }
     if ds >= 4 {
         if let Ok((av, _)) = AvBase::read_from_prefix(rest) {
-            if av.dqp_dct.extended() {
+            // An inline data segment whose byte count fills the WQE exactly
+            // is not a Q_Key (it would need the controlled-Q_Key bit and
+            // that exact value); a Q_Key's reserved half is zero.
+            let inline = av.qkey.get();
+            let fills = inline & 0x8000_0000 != 0
+                && ((inline & 0x7fff_ffff) as usize + 4).div_ceil(SEND_WQE_DS) == ds - 1;
+            if av.dqp_dct.extended() && av.key_reserved.get() == 0 && !fills {
                 return (
                     QpType::Ud,
-                    "a send whose second DS has the extended-AV bit of a UD address vector",
+                    "a send whose second DS has the extended-AV bit of a UD address vector and a zero Q_Key reserved half",
                 );
             }
         }
@@ -611,17 +621,39 @@ impl SegParser<'_> {
         let Some((s, mut f)) = self.next::<Av>("av") else {
             return false;
         };
+        // RoCE or IB: libmlx5's `mlx5_create_ah` fills `rmac` only for an
+        // Ethernet port, and there packs the SL into bits [3:1] and puts
+        // the RoCEv2 UDP source port where IB has the remote LID
+        // (PRM-FACTS §5.6).
+        let roce = s.rmac.iter().any(|&b| b != 0);
+        let rate_sl = s.stat_rate_sl.into_bits();
         f.hex("qkey", s.qkey.get(), 8)
             .hex("key_reserved", s.key_reserved.get(), 8)
             .hex("dc_key", s.dc_key(), 16)
             .hex("dqp_dct", s.dqp_dct.dqp_dct(), 6)
             .flag("extended", s.dqp_dct.extended())
-            .dec("stat_rate", s.stat_rate_sl.stat_rate())
-            .dec("sl", s.stat_rate_sl.sl())
-            .flag("fl", s.fl_mlid.fl())
-            .hex("mlid", s.fl_mlid.mlid(), 2)
-            .hex("rlid", s.rlid.get(), 4)
-            .text("rmac", mac(&s.rmac))
+            .text("link", if roce { "roce" } else { "ib" })
+            .text(
+                "link_source",
+                if roce {
+                    "rmac set (an Ethernet port's AV)"
+                } else {
+                    "rmac zero (an InfiniBand port's AV)"
+                },
+            )
+            .dec("stat_rate", s.stat_rate_sl.stat_rate());
+        if roce {
+            f.dec("sl", (rate_sl >> 1) & 0x7)
+                .flag("fl", s.fl_mlid.fl())
+                .hex("mlid", s.fl_mlid.mlid(), 2)
+                .dec("udp_sport", s.rlid.get());
+        } else {
+            f.dec("sl", s.stat_rate_sl.sl())
+                .flag("fl", s.fl_mlid.fl())
+                .hex("mlid", s.fl_mlid.mlid(), 2)
+                .hex("rlid", s.rlid.get(), 4);
+        }
+        f.text("rmac", mac(&s.rmac))
             .hex("tclass", s.tclass, 2)
             .dec("hop_limit", s.hop_limit)
             .flag("grh", s.grh_gid_fl.grh())
@@ -870,6 +902,61 @@ mod tests {
         assert_eq!(j["segments"][0]["dqp_dct"], 0x77);
         assert_eq!(j["segments"][0]["size"], 48);
         assert_eq!(j["segments"][1]["type"], "data");
+    }
+
+    /// A RoCE address vector (`rmac` set), as libmlx5's `mlx5_create_ah`
+    /// writes it for SL 3 and a RoCEv2 UDP source port: the SL is bits
+    /// [3:1] of `stat_rate_sl` and bytes 14–15 are the port, not a LID.
+    /// An IB one (`rmac` zero) keeps the 4-bit SL and the remote LID.
+    #[test]
+    fn roce_and_ib_address_vectors() {
+        let mut b = vec![0u8; 80];
+        b[..8].copy_from_slice(&[0, 0, 0, 0x0a, 0, 0x04, 0x56, 5]);
+        b[16..20].copy_from_slice(&0x1111_1111u32.to_be_bytes());
+        b[24..28].copy_from_slice(&0x8000_0abcu32.to_be_bytes());
+        b[28] = 3 << 1;
+        b[30..32].copy_from_slice(&0xc000u16.to_be_bytes());
+        b[36..42].copy_from_slice(&[0x0c, 0x42, 0xa1, 0xb2, 0xc3, 0xd4]);
+        let j = decode_wqe(&b, Some(QpType::Ud)).unwrap().to_json();
+        let av = &j["segments"][0];
+        assert_eq!(av["link"], "roce");
+        assert_eq!(av["sl"], 3);
+        assert_eq!(av["udp_sport"], 0xc000);
+        assert!(av.get("rlid").is_none());
+
+        b[36..42].fill(0);
+        b[28] = 0x2b;
+        let j = decode_wqe(&b, Some(QpType::Ud)).unwrap().to_json();
+        let av = &j["segments"][0];
+        assert_eq!(av["link"], "ib");
+        assert_eq!(
+            (av["stat_rate"].as_u64(), av["sl"].as_u64()),
+            (Some(2), Some(0xb))
+        );
+        assert_eq!(av["rlid"], 0xc000);
+    }
+
+    /// An RC inline SEND whose payload byte 4 has bit 7 set (where a UD
+    /// address vector has its extended bit) is still inferred as RC: its
+    /// inline byte count fills the WQE exactly, and the bytes where a
+    /// Q_Key's reserved half would be are not zero.
+    #[test]
+    fn inline_send_is_not_taken_for_ud() {
+        let mut b = vec![0u8; 64];
+        b[..8].copy_from_slice(&[0, 0, 0, 0x0a, 0, 0x01, 0x23, 4]);
+        b[16..20].copy_from_slice(&(0x8000_0000u32 | 29).to_be_bytes());
+        let payload: Vec<u8> = (0..29u8)
+            .map(|i| if i == 4 { 0x80 } else { i + 1 })
+            .collect();
+        b[20..49].copy_from_slice(&payload);
+        let d = decode_wqe(&b, None).unwrap();
+        assert_eq!(d.qp_type, QpType::Rc);
+        let j = d.to_json();
+        assert_eq!(j["segments"][0]["type"], "inline");
+        assert_eq!(j["segments"][0]["byte_count"], 29);
+        // Zero where the reserved half is, too: the exact fill decides.
+        b[20..24].fill(0);
+        assert_eq!(decode_wqe(&b, None).unwrap().qp_type, QpType::Rc);
     }
 
     #[test]
