@@ -5,11 +5,9 @@
 //! with its values, and the ones it left unwritten must not be printed.
 //! (`wr_id` comes from the work queue, not the CQE: not compared.)
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test: a malformed golden file is a test failure"
-)]
+mod common;
 
+use common::{num, unhex};
 use std::collections::BTreeMap;
 
 use mlx5dp_setup::decode::cqe::decode_cqe;
@@ -37,20 +35,6 @@ const FIELDS: &[(&str, &str)] = &[
     ("sl", "wc_sl"),
     ("dlid_path_bits", "wc_dlid_path_bits"),
 ];
-
-fn num(s: &str) -> u64 {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).unwrap(),
-        None => s.parse().unwrap(),
-    }
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 #[test]
 fn wc_fields_are_what_libmlx5_wrote() {

@@ -16,8 +16,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_mlx5dp");
 
 /// Runs `mlx5dp encode wqe args...` with `stdin` as standard input.
 fn run(args: &[&str], stdin: &str) -> Output {
+    run_sub("wqe", args, stdin)
+}
+
+/// `mlx5dp encode SUB ARGS` with `stdin` as its input.
+fn run_sub(sub: &str, args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(BIN)
-        .args(["encode", "wqe"])
+        .args(["encode", sub])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -503,19 +508,6 @@ fn random_input_never_panics() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-fn run_recv(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(BIN)
-        .args(["encode", "recv"])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    child.wait_with_output().unwrap()
-}
-
 /// `encode recv`: libmlx5's `mlx5_post_recv` refusals, after the work
 /// requests before the refused one in its batch were posted (and the
 /// record updated for them): ENOMEM at --max-post outstanding, EINVAL with
@@ -523,7 +515,7 @@ fn run_recv(args: &[&str], stdin: &str) -> Output {
 /// zero-length SGE is skipped and the terminator follows the others.
 #[test]
 fn encode_recv_refusals_and_terminator() {
-    let o = run_recv(
+    let o = run_sub("recv", 
         &["--rq-wqes", "8", "--wqe-shift", "5", "--max-post", "2", "--json"],
         "wr_id=1 sge=0x1000:0:1 sge=0x2000:64:2\nwr_id=2 sge=0x3000:64:3\nwr_id=3 sge=0x4000:64:4\n",
     );
@@ -540,7 +532,8 @@ fn encode_recv_refusals_and_terminator() {
     );
     assert_eq!(v[2]["dbrec"], 2);
 
-    let o = run_recv(
+    let o = run_sub(
+        "recv",
         &["--rq-wqes", "8", "--wqe-shift", "4"],
         "wr_id=1 sge=0x1000:0:1 sge=0x2000:64:2\n",
     );

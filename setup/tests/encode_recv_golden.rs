@@ -12,26 +12,15 @@
     reason = "test: a malformed golden file is a test failure"
 )]
 
+mod common;
+
+use common::{num, unhex};
 use std::collections::BTreeMap;
 
 use mlx5dp_setup::encode::cli::{run_recv, QpArg, QpStateArg, RecvArgs};
 use serde_json::Value;
 
 const GOLDEN: &str = include_str!("../../specs/golden/libmlx5/rq-cases.txt");
-
-fn num(s: &str) -> u64 {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).unwrap(),
-        None => s.parse().unwrap(),
-    }
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
 
 struct Case {
     name: String,
