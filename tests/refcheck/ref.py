@@ -136,6 +136,16 @@ def poll(ring, cqe_size, cnt, ci, layout="basic", fmt="hash", striding=False, en
     out = []
     start_ci = ci
 
+    def take_mini(e, mini, req, at, extra):
+        """A mini's expanded CQE `e`, standing for index `at`: its line
+        appended unless it is a filler; returns the running counter's step
+        after it (none for requester minis, which carry their own)."""
+        if not is_filler(e, striding and not req):
+            out.append(fields(bytes(e), striding and not req, True, at & mask, extra))
+        if req:
+            return 0
+        return (be32(mini, 4) >> 16) & 0x3FFF if striding else 1
+
     def take_regular(c, idx):
         """A regular (uncompressed) CQE: its line appended unless it is a
         filler or RESIZE_CQ (consumed, no line); an error string for an
@@ -183,13 +193,7 @@ def poll(ring, cqe_size, cnt, ci, layout="basic", fmt="hash", striding=False, en
                     e[63] = (e[63] & 0xF0) | (((ci + i) >> log) & 1)
                 else:
                     e[63] = c[63]
-                if not is_filler(e, striding and not req):
-                    out.append(fields(bytes(e), striding and not req, True, (ci + i) & mask, extra))
-                if not req:
-                    if striding:
-                        run_wc += (be32(mini, 4) >> 16) & 0x3FFF
-                    else:
-                        run_wc += 1
+                run_wc += take_mini(e, mini, req, ci + i, extra)
             ci += n
         return out, ci, None
     # enhanced
@@ -241,13 +245,7 @@ def poll(ring, cqe_size, cnt, ci, layout="basic", fmt="hash", striding=False, en
                 e = bytearray(e)
                 e[63] = (e[63] & 0xF0) | (((ci + i) >> log) & 1)
                 e = bytes(e)
-            if not is_filler(e, striding and not req):
-                out.append(fields(e, striding and not req, True, (ci + i) & mask, extra))
-            if not req:
-                if striding:
-                    run_wc += (be32(mini, 4) >> 16) & 0x3FFF
-                else:
-                    run_wc += 1
+            run_wc += take_mini(e, mini, req, ci + i, extra)
         ci += n
     return out, ci, None
 
