@@ -396,6 +396,15 @@ pub struct StatRateSl {
     pub stat_rate: u8,
 }
 
+impl StatRateSl {
+    /// The SL of a RoCE address vector: bits [3:1] (rdma-core `verbs.c`
+    /// `mlx5_create_ah` writes `(sl & 7) << 1` for an Ethernet port;
+    /// PRM-FACTS §5.6). An InfiniBand AV's is [`Self::sl`], bits [3:0].
+    pub const fn roce_sl(self) -> u8 {
+        (self.into_bits() >> 1) & 0x7
+    }
+}
+
 /// `fl_mlid` of the address vector.
 #[bitfield(u8)]
 #[derive(

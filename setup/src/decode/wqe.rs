@@ -224,9 +224,11 @@ pub fn infer_qp_type(bytes: &[u8]) -> (QpType, &'static str) {
             // An inline data segment whose byte count fills the WQE exactly
             // is not a Q_Key (it would need the controlled-Q_Key bit and
             // that exact value); a Q_Key's reserved half is zero.
-            let inline = av.qkey.get();
-            let fills = inline & 0x8000_0000 != 0
-                && ((inline & 0x7fff_ffff) as usize + 4).div_ceil(SEND_WQE_DS) == ds - 1;
+            let fills = InlineSeg::read_from_prefix(rest).is_ok_and(|(h, _)| {
+                h.byte_count.inline()
+                    && usize::try_from(h.byte_count.byte_count())
+                        .is_ok_and(|len| InlineSeg::ds_for(len) == ds - 1)
+            });
             if av.dqp_dct.extended() && av.key_reserved.get() == 0 && !fills {
                 return (
                     QpType::Ud,
@@ -626,7 +628,6 @@ impl SegParser<'_> {
         // the RoCEv2 UDP source port where IB has the remote LID
         // (PRM-FACTS §5.6).
         let roce = s.rmac.iter().any(|&b| b != 0);
-        let rate_sl = s.stat_rate_sl.into_bits();
         f.hex("qkey", s.qkey.get(), 8)
             .hex("key_reserved", s.key_reserved.get(), 8)
             .hex("dc_key", s.dc_key(), 16)
@@ -643,7 +644,7 @@ impl SegParser<'_> {
             )
             .dec("stat_rate", s.stat_rate_sl.stat_rate());
         if roce {
-            f.dec("sl", (rate_sl >> 1) & 0x7)
+            f.dec("sl", s.stat_rate_sl.roce_sl())
                 .flag("fl", s.fl_mlid.fl())
                 .hex("mlid", s.fl_mlid.mlid(), 2)
                 .dec("udp_sport", s.rlid.get());
