@@ -309,7 +309,10 @@ pub fn wc_of(bytes: &[u8], size: CqeSize) -> Option<mlx5dp::cq::Wc> {
         CqeSize::B64 => mlx5dp::cq::CqeSize::B64,
         CqeSize::B128 => mlx5dp::cq::CqeSize::B128,
     };
-    let owner = bytes.last().is_some_and(|b| b & 1 != 0);
+    // (`op_own` is the slot's last byte.)
+    let owner = bytes
+        .last()
+        .is_some_and(|&b| mlx5dp::prm::OpOwn::from_bits(b).owner());
     let mut ring = ring_copy::RingCopy::new(bytes);
     // A ring of one entry polled at the index whose pass expects the CQE's
     // own owner bit.
