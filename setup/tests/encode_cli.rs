@@ -541,3 +541,91 @@ fn encode_recv_refusals_and_terminator() {
     assert!(stderr(&o).contains("(EINVAL)"), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
 }
+
+/// `encode recv` on the QP states libmlx5 treats apart (rdma-core v44.0):
+/// in RESET `rq.qp_state_max_gs` is -1 (verbs.c
+/// `set_qp_operational_state`), so `mlx5_post_recv` refuses the first work
+/// request with EINVAL, even without SGEs, and writes nothing, unless its
+/// ENOMEM test comes first; SQD, SQE and ERR post as RTS does, and a raw
+/// Ethernet QP there updates the record (the state is not before RTR).
+/// `--max-post 0` and more outstanding than `--max-post` are ENOMEM at the
+/// first work request (`mlx5_wq_overflow`), not bad options.
+#[test]
+fn encode_recv_qp_states_and_overfull_queue() {
+    for qp in ["rc", "raw"] {
+        let o = run_sub(
+            "recv",
+            &[
+                "--qp",
+                qp,
+                "--state",
+                "reset",
+                "--rq-wqes",
+                "8",
+                "--wqe-shift",
+                "5",
+            ],
+            "wr_id=1 sge=0x1000:64:1\nwr_id=2\n",
+        );
+        assert_bad_line(&o, 1, "RESET");
+        assert!(stderr(&o).contains("(EINVAL)"), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{}", stdout(&o));
+    }
+    let o = run_sub(
+        "recv",
+        &[
+            "--state",
+            "reset",
+            "--rq-wqes",
+            "8",
+            "--wqe-shift",
+            "5",
+            "--outstanding",
+            "8",
+        ],
+        "wr_id=2\n",
+    );
+    assert_bad_line(&o, 1, "RESET and full");
+    assert!(stderr(&o).contains("(ENOMEM)"), "{}", stderr(&o));
+    for state in ["sqd", "sqe", "err"] {
+        for (qp, want) in [("rc", "1"), ("raw", "1"), ("ud", "1")] {
+            let o = run_sub(
+                "recv",
+                &[
+                    "--qp",
+                    qp,
+                    "--state",
+                    state,
+                    "--rq-wqes",
+                    "8",
+                    "--wqe-shift",
+                    "4",
+                    "--json",
+                ],
+                "wr_id=1 sge=0x1000:64:1\n",
+            );
+            assert_eq!(o.status.code(), Some(0), "{qp} {state}: {}", stderr(&o));
+            let v: Vec<Value> = stdout(&o)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(
+                v[0]["hex"], "00000040000000010000000000001000",
+                "{qp} {state}"
+            );
+            assert_eq!(v[1]["dbrec"].to_string(), want, "{qp} {state}");
+        }
+    }
+    for args in [
+        &["--max-post", "0"][..],
+        &["--max-post", "2", "--outstanding", "3"],
+        &["--outstanding", "0xffffffff", "--head", "5"],
+    ] {
+        let mut a = vec!["--rq-wqes", "4", "--wqe-shift", "4"];
+        a.extend_from_slice(args);
+        let o = run_sub("recv", &a, "wr_id=1 sge=0x1000:64:1\n");
+        assert_bad_line(&o, 1, &format!("{args:?}"));
+        assert!(stderr(&o).contains("(ENOMEM)"), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: {}", stdout(&o));
+    }
+}

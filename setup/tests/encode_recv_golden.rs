@@ -6,6 +6,8 @@
 //! byte libmlx5 wrote (mask `x`), that no other WQE was written, the
 //! doorbell record (written or not, and its value), the exit status and
 //! the refused line.
+//!
+//! `MLX5DP_RQ_CASES=/path` replays that file (same format) instead.
 
 #![expect(
     clippy::unwrap_used,
@@ -30,8 +32,11 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    GOLDEN
-        .split("\ncase ")
+    let text = std::env::var("MLX5DP_RQ_CASES").map_or_else(
+        |_| GOLDEN.to_string(),
+        |p| std::fs::read_to_string(p).unwrap(),
+    );
+    text.split("\ncase ")
         .skip(1)
         .map(|block| {
             let mut c = Case {
@@ -68,6 +73,7 @@ fn args(c: &Case) -> RecvArgs {
         "UC" => QpArg::Uc,
         "UD" => QpArg::Ud,
         "RAW_PACKET" => QpArg::Raw,
+        "XRC_SEND" => QpArg::Xrc,
         other => panic!("{}: qp_type {other}", c.name),
     };
     let state = match c.kv["qp_state"].as_str() {
@@ -75,6 +81,9 @@ fn args(c: &Case) -> RecvArgs {
         "INIT" => QpStateArg::Init,
         "RTR" => QpStateArg::Rtr,
         "RTS" => QpStateArg::Rts,
+        "SQD" => QpStateArg::Sqd,
+        "SQE" => QpStateArg::Sqe,
+        "ERR" => QpStateArg::Err,
         other => panic!("{}: qp_state {other}", c.name),
     };
     assert_eq!(

@@ -173,7 +173,8 @@ OUTPUT
 
 ERRORS
   A malformed line prints `line N: ...`, exit status 2. A work request libmlx5 would refuse
-  (ENOMEM: --max-post outstanding; EINVAL: more SGEs than the stride holds) prints
+  (ENOMEM: --max-post or more outstanding; EINVAL: more SGEs than the stride holds, or any
+  work request on a QP in RESET) prints
   `line N: work request refused (ERRNO): ...` after the WQEs and doorbell record of the work
   requests before it in its batch, exit status 2.
 
@@ -182,10 +183,10 @@ EXAMPLE
     mlx5dp encode recv --rq-wqes 64 --wqe-shift 5 --head 0 --json";
 
 /// The QP state of `--state` (libmlx5 leaves the record alone on a raw
-/// Ethernet QP before RTR).
+/// Ethernet QP before RTR, and refuses every receive in RESET).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum QpStateArg {
-    /// RESET.
+    /// RESET (libmlx5 refuses every receive work request: EINVAL).
     Reset,
     /// INIT.
     Init,
@@ -193,6 +194,12 @@ pub enum QpStateArg {
     Rtr,
     /// RTS.
     Rts,
+    /// SQD (send queue drained).
+    Sqd,
+    /// SQE (send queue error).
+    Sqe,
+    /// ERR, reached from INIT or later.
+    Err,
 }
 
 /// `mlx5dp encode recv`.
@@ -216,10 +223,11 @@ pub struct RecvArgs {
     #[arg(long, value_parser = num_u32, default_value = "0")]
     pub head: u32,
     /// Receive work requests outstanding before the first batch
-    /// (rq.head - rq.tail).
+    /// (rq.head - rq.tail, modulo 2^32); --max-post or more: every work
+    /// request is refused (ENOMEM), as libmlx5's mlx5_wq_overflow does.
     #[arg(long, value_parser = num_u32, default_value = "0")]
     pub outstanding: u32,
-    /// libmlx5's rq.max_post; default: --rq-wqes.
+    /// libmlx5's rq.max_post, 0 to --rq-wqes; default: --rq-wqes.
     #[arg(long, value_parser = num_u32)]
     pub max_post: Option<u32>,
     /// One JSON object per line.
@@ -241,6 +249,7 @@ impl RecvArgs {
             max_post: self.max_post.unwrap_or(self.rq_wqes),
             doorbell: !(self.qp == QpArg::Raw
                 && matches!(self.state, QpStateArg::Reset | QpStateArg::Init)),
+            reset: self.state == QpStateArg::Reset,
         }
     }
 }

@@ -11,8 +11,10 @@
 //! stride holds ends with a terminator (byte count 0, the invalid lkey);
 //! the record takes `head & 0xffff` after the batch, except on a raw
 //! Ethernet QP before RTR. A work request is refused with ENOMEM when
-//! `--max-post` work requests are outstanding, EINVAL with more SGEs than
-//! the stride holds; the ones before it in its batch are posted.
+//! `--max-post` (or more) work requests are outstanding, else with EINVAL
+//! when it has more SGEs than the stride holds or the QP is in RESET
+//! (libmlx5's `rq.qp_state_max_gs` is -1 there); the ones before it in its
+//! batch are posted.
 #![forbid(unsafe_code)]
 
 use super::input::{parse_sge, parse_u64, LineError, SgeSpec};
@@ -37,6 +39,11 @@ pub struct RecvConfig {
     /// Whether `ibv_post_recv` updates the doorbell record: not on a raw
     /// Ethernet QP before RTR.
     pub doorbell: bool,
+    /// The QP is in RESET: libmlx5 (`set_qp_operational_state`, on
+    /// creation and on every move to RESET) sets `rq.qp_state_max_gs` to
+    /// -1, so `mlx5_post_recv`'s SGE test refuses every work request with
+    /// EINVAL (after its ENOMEM test).
+    pub reset: bool,
 }
 
 impl RecvConfig {
@@ -54,16 +61,13 @@ impl RecvConfig {
                 self.wqe_shift
             ));
         }
-        if self.max_post == 0 || self.max_post > self.rq_wqes {
+        // `--max-post 0` and `--outstanding` beyond it are libmlx5 states
+        // too: `mlx5_wq_overflow` (`head - tail + nreq >= max_post`)
+        // refuses every work request with ENOMEM.
+        if self.max_post > self.rq_wqes {
             return Err(format!(
-                "--max-post must be 1 to --rq-wqes ({}), got {}",
+                "--max-post must be 0 to --rq-wqes ({}), got {}",
                 self.rq_wqes, self.max_post
-            ));
-        }
-        if self.outstanding > self.max_post {
-            return Err(format!(
-                "--outstanding ({}) is more than --max-post ({})",
-                self.outstanding, self.max_post
             ));
         }
         Ok(())
@@ -195,10 +199,14 @@ pub fn encode(cfg: &RecvConfig, batches: &[Vec<RecvWr>]) -> Result<RecvEncoded, 
     // outstanding work requests are posted first, so that its own full
     // test sees them. Their WQEs are not printed, and the ones printed
     // never share their slots (at most `max_post - outstanding` follow).
-    let start = cfg.head.wrapping_sub(cfg.outstanding);
+    // Beyond `max_post` (libmlx5 refuses every work request then) only
+    // `max_post` are posted: the queue's count reaches `max_post` all the
+    // same, and the ring (at least `max_post` WQEs) holds them.
+    let prefill = cfg.outstanding.min(cfg.max_post);
+    let start = cfg.head.wrapping_sub(prefill);
     let mut rq = mem.rq(&mut wrid, start).map_err(|e| format!("{e:?}"))?;
     rq.set_doorbell_enabled(cfg.doorbell);
-    for _ in 0..cfg.outstanding {
+    for _ in 0..prefill {
         rq.post(0, &[]).map_err(|e| format!("{e:?}"))?;
     }
     let mut out = RecvEncoded {
@@ -214,6 +222,11 @@ pub fn encode(cfg: &RecvConfig, batches: &[Vec<RecvWr>]) -> Result<RecvEncoded, 
                 Some((
                     "ENOMEM",
                     "the receive queue is full (--max-post)".to_string(),
+                ))
+            } else if cfg.reset {
+                Some((
+                    "EINVAL",
+                    "the QP is in RESET (libmlx5's rq.qp_state_max_gs is -1 there)".to_string(),
                 ))
             } else {
                 let sges: Vec<Sge> = wr
