@@ -69,7 +69,10 @@
 //! Which WQEs ask for a CQE is the [`CqePolicy`]: one per `n` sessions, or
 //! DPDK's rule (on the last WQE of a burst once enough packets or WQEBBs
 //! went unsignalled). Either way a CQE is forced once half the ring or half
-//! the id ring is unsignalled, so the queue always drains.
+//! the id ring is unsignalled, so the queue always drains: on the WQE that
+//! reaches it (one per `n` sessions), or, with DPDK's rule, on the batch's
+//! last WQE (DPDK requests no CQE inside a burst: a burst that posts more
+//! than half the ring gets one CQE, at its end).
 //!
 //! # Ring writes and aborts
 //!
@@ -276,10 +279,13 @@ pub enum CqePolicy {
     EverySessions(u16),
     /// DPDK's rule (`mlx5_tx_request_completion`): at the end of each burst,
     /// the last WQE requests a CQE if, since the last request, at least
-    /// `packets` pointer packets (buffers the device still reads) or at least
-    /// `wqebbs` WQEBBs (0: not counted) were posted.
+    /// `packets` packets DPDK keeps until a completion (its `elts`: on a
+    /// queue that inlines, every packet of a burst from its first one sent
+    /// by pointer on; the leading inlined ones it frees at once) or at
+    /// least `wqebbs` WQEBBs (0: not counted) were posted. No WQE inside a
+    /// batch requests one (the drain guarantee applies at the batch's end).
     BurstEnd {
-        /// Pointer packets (DPDK `MLX5_TX_COMP_THRESH` = 32).
+        /// Packets kept (DPDK `MLX5_TX_COMP_THRESH` = 32).
         packets: u16,
         /// WQEBBs (DPDK `txq->wqe_thres`, counted with inlining on); 0 off.
         wqebbs: u16,
@@ -749,7 +755,8 @@ impl<'d> Packet<'d> {
 pub enum TxError {
     /// Not enough free WQEBBs or packet ids: retire completions first.
     QueueFull,
-    /// The frame is too short (at most 18 bytes: DPDK refuses those,
+    /// The frame is too short (empty; on a queue that inlines, or one WQE
+    /// per packet, at most 18 bytes: DPDK's inline routines refuse those,
     /// `MLX5_ESEG_MIN_INLINE_SIZE`) or too long.
     BadLength,
     /// The queue needs the frame's first bytes (inline L2 header, TSO
@@ -876,7 +883,8 @@ struct Pending {
     /// Free-running packet counter.
     head: u32,
     /// Since the last WQE that requested a CQE: WQEs, WQEBBs, pointer
-    /// packets, all packets.
+    /// packets (committed under [`CqePolicy::BurstEnd`]: the packets DPDK
+    /// keeps, `TxQueue::commit`), all packets.
     wqes: u32,
     wqebbs: u32,
     ptr_pkts: u32,
@@ -936,8 +944,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             pi: sq.pi,
             ..Pending::default()
         };
-        let drain_wqebbs = sq.size.entries() / 2;
-        let drain_pkts = (ids.len() / 2) as u32;
+        let half_ring = sq.size.entries() / 2;
+        let half_ids = (ids.len() / 2) as u32;
         let q = Self {
             sq,
             ids,
@@ -946,12 +954,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
             cfg,
             stats: TxStats::default(),
             inline_lim: inline_limit(&cfg),
-            sig: Signal {
-                drain_wqebbs,
-                drain_pkts,
-                every: every_of(cfg.cqe),
-                fm_unsignaled: FmCeSe::new().with_ce(cfg.unsignaled_ce.raw()).into_bits(),
-            },
+            sig: Signal::of(cfg.cqe, cfg.unsignaled_ce, half_ring, half_ids),
             fresh: burst::FreshRuns::of(&cfg, max_packets_of(M::KIND, &cfg)),
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
             frames64: None,
@@ -1003,7 +1006,12 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
     /// CQE per session for one burst); the drain guarantee still applies.
     pub fn set_cqe_policy(&mut self, cqe: CqePolicy) {
         self.cfg.cqe = cqe;
-        self.sig.every = every_of(cqe);
+        self.sig = Signal::of(
+            cqe,
+            self.cfg.unsignaled_ce,
+            self.sq.size.entries() / 2,
+            (self.ids.len() / 2) as u32,
+        );
     }
 
     /// Packets posted and not yet retired.
@@ -1039,6 +1047,18 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'a, P, Q, M> {
         let n = b.push_burst_as::<true>(pkts);
         b.publish();
         n
+    }
+
+    /// Whether the queue refuses frames of at most 18 bytes
+    /// ([`TxError::BadLength`]): one that inlines (DPDK's inline eMPW / MPW
+    /// routine, `mlx5_tx_burst_empw_inline`, refuses a frame of at most
+    /// `MLX5_ESEG_MIN_INLINE_SIZE` bytes, pointer or not), or one WQE per
+    /// packet. A multi-packet queue that never inlines takes any non-empty
+    /// frame, by pointer (`mlx5_tx_burst_empw_simple` has no such test).
+    #[inline(always)]
+    fn refuses_short(&self) -> bool {
+        let never_inlines = self.inline_lim == 0 && self.cfg.single_inline_max == 0;
+        !never_inlines || M::KIND == TxKind::Single
     }
 
     /// [`TxQueue::tx_burst`] of plain frames, all with offload values
@@ -1220,8 +1240,12 @@ fn data_seg(length: u32, lkey: u32, addr: u64) -> [u8; SEND_WQE_DS] {
 /// The signalling constants of a queue.
 #[derive(Debug, Clone, Copy)]
 struct Signal {
-    /// The drain guarantee: a CQE once this many WQEBBs (half the ring) or
-    /// packets (half the id ring) went unsignalled.
+    /// The drain guarantee inside a batch: a CQE on the WQE that makes
+    /// this many WQEBBs (half the ring) or packets (half the id ring)
+    /// unsignalled; `u32::MAX` (never) under [`CqePolicy::BurstEnd`],
+    /// whose WQEs request CQEs at the batch's end only (as DPDK's
+    /// `mlx5_tx_request_completion`, once per doorbell), where
+    /// [`TxQueue::commit`] applies the guarantee instead.
     drain_wqebbs: u32,
     drain_pkts: u32,
     /// [`CqePolicy::EverySessions`]: a CQE every this many WQEs;
@@ -1231,6 +1255,28 @@ struct Signal {
     every: u32,
     /// `fm_ce_se` of a WQE that requests no CQE.
     fm_unsignaled: u8,
+}
+
+impl Signal {
+    /// The constants of policy `cqe` on a queue of `half_ring` × 2 WQEBBs
+    /// and `half_ids` × 2 packet ids.
+    const fn of(
+        cqe: CqePolicy,
+        unsignaled_ce: CompletionMode,
+        half_ring: u32,
+        half_ids: u32,
+    ) -> Self {
+        let (drain_wqebbs, drain_pkts) = match cqe {
+            CqePolicy::BurstEnd { .. } => (u32::MAX, u32::MAX),
+            CqePolicy::EverySessions(_) => (half_ring, half_ids),
+        };
+        Self {
+            drain_wqebbs,
+            drain_pkts,
+            every: every_of(cqe),
+            fm_unsignaled: FmCeSe::new().with_ce(unsignaled_ce.raw()).into_bits(),
+        }
+    }
 }
 
 impl Pending {
@@ -1601,10 +1647,21 @@ impl<'a, P: DoorbellPolicy, Q: QpKind, M: TxMode> TxBatch<'_, 'a, P, Q, M> {
         }
     }
 
+    /// The shortest frame [`TxBatch::push`] takes: 19 bytes if the queue
+    /// refuses short frames ([`TxQueue::refuses_short`]), else 1.
+    #[inline(always)]
+    fn min_len(&self) -> u64 {
+        if self.q.refuses_short() {
+            ETH_L2_INLINE_HEADER_SIZE as u64 + 1
+        } else {
+            1
+        }
+    }
+
     /// Queues one packet. On error nothing of it was queued.
     pub fn push(&mut self, p: &Packet<'_>) -> Result<(), TxError> {
         let len64 = p.len();
-        if len64 <= ETH_L2_INLINE_HEADER_SIZE as u64 || len64 > u64::from(u32::MAX >> 1) {
+        if len64 < self.min_len() || len64 > u64::from(u32::MAX >> 1) {
             return Err(TxError::BadLength);
         }
         let len = len64 as u32;
@@ -2020,6 +2077,11 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
             return 0;
         }
         if let CqePolicy::BurstEnd { packets, wqebbs } = self.cfg.cqe {
+            // The packets DPDK keeps since the last request (or a count
+            // over any threshold when the drain guarantee asks for a CQE).
+            // (The counters go by value: a reference to `t` would keep it
+            // out of registers in the burst loops this is inlined into.)
+            t.p.ptr_pkts = self.kept_packets(t.p.ptr_pkts, t.p.head, t.p.pi, t.p.pkts, t.p.wqebbs);
             let by_pkts = t.p.ptr_pkts >= u32::from(packets);
             let by_bbs = wqebbs != 0 && t.p.wqebbs >= u32::from(wqebbs);
             if (by_pkts || by_bbs) && t.p.wqes != 0 {
@@ -2051,6 +2113,104 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
             inline: t.inline,
         });
         t.wqes
+    }
+
+    /// [`CqePolicy::BurstEnd`] at the end of a batch (the counters after it:
+    /// pointer packets, packets, producer counter, all packets and WQEBBs
+    /// since the last request): the packets DPDK keeps until a completion (its `elts`)
+    /// since the last CQE request. On a queue that inlines, that is not
+    /// the batch's leading inlined ones (freed at the burst's end,
+    /// `loc.mbuf_free`) but every one from its first packet sent by pointer
+    /// on, inlined or not; else its pointer packets. `u32::MAX` when the
+    /// drain guarantee asks for a CQE (half the ring or half the id ring
+    /// unsignalled): under this policy no WQE inside a batch requests one,
+    /// as DPDK's `mlx5_tx_request_completion` runs once per doorbell, so
+    /// the guarantee is applied at the batch's last WQE. Out of line: the
+    /// default policy never comes here.
+    #[inline(never)]
+    fn kept_packets(&self, ptr_pkts: u32, head: u32, pi: u32, pkts: u32, wqebbs: u32) -> u32 {
+        if wqebbs != 0
+            && (wqebbs >= self.sq.size.entries() / 2 || pkts >= (self.ids.len() / 2) as u32)
+        {
+            return u32::MAX;
+        }
+        let before = &self.done;
+        if ptr_pkts == before.ptr_pkts || (self.inline_lim == 0 && self.cfg.single_inline_max == 0)
+        {
+            return ptr_pkts;
+        }
+        let batch = head.wrapping_sub(before.head);
+        let lead = self.leading_inline(before.pi, pi);
+        before.ptr_pkts.wrapping_add(batch.saturating_sub(lead))
+    }
+
+    /// The packets at the start of the WQEs from producer counter `from` to
+    /// `to` (in the ring, not yet published) whose bytes are all in their
+    /// WQE, up to the first one sent by pointer: inline descriptors of
+    /// eMPW sessions, the frames of inline legacy MPW sessions, SEND WQEs
+    /// without a pointer segment. Read back from the ring, so that no
+    /// path that builds WQEs counts them.
+    fn leading_inline(&self, from: u32, to: u32) -> u32 {
+        let ring = &self.sq.ring;
+        // The 4-byte word at DS `d` of the WQE at `pi`.
+        let word = |pi: u32, d: u32| {
+            let b = ring.read(pi.wrapping_add(d / 4));
+            let at = (d % 4) as usize * SEND_WQE_DS;
+            b.get(at..at + 4)
+                .and_then(|w| w.try_into().ok())
+                .map_or(0, u32::from_be_bytes)
+        };
+        let index_mask = u32::from(u16::MAX) << ctrl_bits::WQE_INDEX_SHIFT;
+        let mut n = 0u32;
+        let mut pi = from;
+        let span = to.wrapping_sub(from);
+        // Bounded by the span even if a DS count were not the one written.
+        while pi.wrapping_sub(from) < span {
+            let title = ring.read(pi);
+            let op = word(pi, 0) & !index_mask;
+            let ds = (u32::from_be_bytes([title[4], title[5], title[6], title[7]])
+                >> ctrl_bits::DS_SHIFT)
+                & u32::from(MAX_DS);
+            let eth = title
+                .get(SEND_WQE_DS..2 * SEND_WQE_DS)
+                .and_then(|e| EthSeg::read_from_bytes(e).ok());
+            let Some(eth) = eth.filter(|_| ds != 0) else {
+                return n;
+            };
+            if op == ctrl_bits::EMPW {
+                let mut d = mpw::TITLE_DS as u32;
+                while d < ds {
+                    let bc = word(pi, d);
+                    if bc & INLINE_BIT == 0 {
+                        return n;
+                    }
+                    n += 1;
+                    d += (4 + (bc & !INLINE_BIT)).div_ceil(SEND_WQE_DS as u32);
+                }
+            } else if op == ctrl_bits::MPW {
+                let bc = word(pi, mpw::TITLE_DS as u32);
+                let mss = u32::from(eth.mss.get());
+                if bc & INLINE_BIT == 0 || mss == 0 {
+                    return n;
+                }
+                n += (bc & !INLINE_BIT) / mss;
+            } else if op == ctrl_bits::SEND {
+                let hdr = if eth.vlan_insert().insert() {
+                    0
+                } else {
+                    usize::from(eth.inline_hdr_sz.get())
+                };
+                let body = 1 + EthSeg::ds_for(hdr) as u32;
+                if body < ds && word(pi, body) & INLINE_BIT == 0 {
+                    return n;
+                }
+                n += 1;
+            } else {
+                return n;
+            }
+            pi = pi.wrapping_add(wqebbs_of(ds));
+        }
+        n
     }
 
     /// Turns the CE bits of the WQE at `pi` (already in the ring and, as

@@ -66,10 +66,14 @@ MULTI-PACKET BURSTS (--qp raw)
              (repeatable, in order; `:csum`: L3+L4 checksum offload for that packet; packets
              with other offloads start a new session)
   flags=     ip_csum: checksum offload for every packet; signaled: every WQE of the burst
-             requests a CQE (otherwise the burst-end rule: the last WQE requests one once 32
-             pointer packets, or --empw-wqe-thres WQEBBs, went unsignalled)
+             requests a CQE (otherwise DPDK's burst-end rule: only the last WQE of a burst
+             requests one, once 32 packets DPDK keeps (on a queue that inlines: every packet
+             from a burst's first pointer packet on), --empw-wqe-thres WQEBBs, or half the
+             ring or id ring went unsignalled)
   wr_id=     the id of the first packet (the next ones count up)
-  A packet the queue refuses (too short: 18 bytes or less; the queue full) ends the run after
+  A packet the queue refuses (empty, or 18 bytes or less on a queue that inlines: with
+  --empw-inline-max 0 and --empw-inline-send 0 short frames go by pointer, as DPDK's pointer
+  routines take them; the queue full) ends the run after
   the packets before it in its burst were posted. After each burst the device completes it.
 
 OUTPUT

@@ -682,12 +682,11 @@ fn queue_full_stops_the_burst_and_one_doorbell_per_burst() {
     assert_eq!(q.tx_burst(&pkts[..3]), 3);
     assert_eq!(mem.dbrec(), 10, "2 + 3 DS: two WQEBBs");
     {
-        // A batch never completed publishes nothing.
+        // A batch never completed publishes nothing. (An empty frame: a
+        // queue that never inlines takes short ones, as DPDK's pointer
+        // eMPW does.)
         let mut b = q.start();
-        assert_eq!(
-            b.push(&Packet::ptr(0, LKEY, 0, 10)),
-            Err(TxError::BadLength)
-        );
+        assert_eq!(b.push(&Packet::ptr(0, LKEY, 0, 0)), Err(TxError::BadLength));
         assert_eq!(b.push(&Packet::ptr(1, LKEY, 0, 100)), Ok(()));
     }
     assert_eq!(mem.dbrec(), 10, "an abandoned batch rings nothing");
@@ -2045,4 +2044,160 @@ fn head_key_is_the_common_frame_test() {
             "case {case}: {p:?}"
         );
     }
+}
+
+/// DPDK's minimum frame length (`MLX5_ESEG_MIN_INLINE_SIZE`) is a test of
+/// its inline routine only (`mlx5_tx_burst_empw_inline`): a multi-packet
+/// queue that never inlines takes short frames by pointer, as
+/// `mlx5_tx_burst_empw_simple` does; one that inlines, or one WQE per
+/// packet, refuses them. An empty frame is refused everywhere.
+#[test]
+fn short_frames_only_on_queues_that_never_inline() {
+    let short = frame(12, 9);
+    let pkts = [
+        Packet::frame(0, LKEY, &short),
+        Packet::ptr(1, LKEY, 0x4000, 1),
+        Packet::ptr(2, LKEY, 0x5000, 18),
+    ];
+    // Pointer eMPW and legacy MPW sessions (DPDK none_empw, none_mpw).
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(0, 0, 0));
+    assert_eq!(q.tx_burst(&pkts), 3);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    assert_eq!(w.len(), 1);
+    assert_eq!(
+        w[0].descs,
+        vec![
+            D::Ptr(12, LKEY, short.as_ptr() as u64),
+            D::Ptr(1, LKEY, 0x4000),
+            D::Ptr(18, LKEY, 0x5000)
+        ]
+    );
+    assert_eq!(
+        q.start().push(&Packet::ptr(3, LKEY, 0, 0)),
+        Err(TxError::BadLength)
+    );
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut q: Q<'_, LegacyMpw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_mpw(0, 0, 0));
+    let tens: Vec<_> = (0..7)
+        .map(|i| Packet::ptr(i, LKEY, 0x100 * i, 10))
+        .collect();
+    assert_eq!(q.tx_burst(&tens), 7);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    assert_eq!(
+        w.iter().map(|w| w.descs.len()).collect::<Vec<_>>(),
+        vec![6, 1]
+    );
+    assert_eq!(w[0].eth[6..8], [0, 10], "mss: the common length");
+    // A queue that inlines (DPDK i_empw), even a frame it would not
+    // inline; one WQE per packet.
+    for cfg in [TxConfig::dpdk_empw(268, 290, 32), TxConfig::new()] {
+        let mem = Mem::new(16);
+        let mut lent = Lent::new(16);
+        let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+        assert_eq!(q.tx_burst(&pkts), 0);
+        assert_eq!(q.send_queue().producer(), 0);
+    }
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut q: Q<'_, SingleWqe> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(0, 0, 0));
+    assert_eq!(q.tx_burst(&pkts), 0);
+}
+
+/// Under DPDK's rule no WQE inside a burst requests a CQE, however much
+/// of the ring the burst fills (`mlx5_tx_request_completion` runs once per
+/// doorbell): 40 inline 256-byte frames take 187 of 256 WQEBBs and one CQE
+/// request, on the last session. The drain guarantee then applies at the
+/// burst's end; per-session policies keep it on the WQE that reaches it.
+#[test]
+fn burst_end_policy_requests_one_cqe_per_burst() {
+    let f = frame(256, 4);
+    let pkts: Vec<_> = (0..40).map(|i| Packet::frame(i, LKEY, &f)).collect();
+    let mem = Mem::new(256);
+    let mut lent = Lent::new(256);
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_empw(268, 290, 32));
+    assert_eq!(q.tx_burst(&pkts), 40);
+    assert_eq!(q.send_queue().producer(), 187);
+    let w = wqes(&mem, 0, 187);
+    let ce: Vec<u8> = w.iter().map(|w| w.ce).collect();
+    assert_eq!(ce.iter().filter(|&&c| c == 2).count(), 1, "{ce:?}");
+    assert_eq!(ce.last(), Some(&2));
+    // Nothing past the WQE-count threshold but the drain guarantee: a
+    // burst of more than half the ring gets its CQE at the end.
+    let mem = Mem::new(256);
+    let mut lent = Lent::new(256);
+    let cfg = TxConfig {
+        cqe: CqePolicy::BurstEnd {
+            packets: 1000,
+            wqebbs: 0,
+        },
+        ..TxConfig::dpdk_empw(268, 290, 32)
+    };
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+    assert_eq!(q.tx_burst(&pkts[..27]), 27);
+    assert_eq!(q.send_queue().producer(), 126);
+    let w = wqes(&mem, 0, 126);
+    assert!(
+        w.iter().all(|w| w.ce != 2),
+        "126 WQEBBs: under half the ring"
+    );
+    assert_eq!(q.tx_burst(&pkts[..8]), 8);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    let ce: Vec<u8> = w.iter().map(|w| w.ce).collect();
+    assert_eq!(ce.iter().filter(|&&c| c == 2).count(), 1, "{ce:?}");
+    assert_eq!(ce.last(), Some(&2));
+    // One CQE per session: still on the WQE that reaches half the ring.
+    let mem = Mem::new(64);
+    let mut lent = Lent::new(64);
+    let cfg = TxConfig {
+        cqe: CqePolicy::EverySessions(1000),
+        ..TxConfig::dpdk_empw(268, 290, 32)
+    };
+    let mut q: Q<'_, Empw> = txq(&mem, &mut lent, 0, cfg);
+    assert_eq!(q.tx_burst(&pkts[..10]), 10);
+    let w = wqes(&mem, 0, q.send_queue().producer());
+    let ce: Vec<u8> = w.iter().map(|w| w.ce).collect();
+    assert_eq!(ce, vec![1, 1, 2, 1], "14 + 14 + 14 WQEBBs reach 32");
+}
+
+/// A frame refused as too short leaves the ring as it was past the
+/// producer index, on DPDK's configurations too (DPDK's inline routine
+/// writes a session title there before its length test refuses the frame;
+/// the device never reads it, and mlx5dp writes nothing for a refused
+/// packet). `tx_burst` and `push` leave the same ring.
+#[test]
+fn refused_short_frame_writes_nothing() {
+    let f = frame(64, 5);
+    let short = frame(10, 6);
+    let cs = TxOffload::NONE.with_csum();
+    let pkts = [
+        Packet::frame(0, LKEY, &f).with_offload(cs),
+        Packet::frame(1, LKEY, &f).with_offload(cs),
+        Packet::frame(2, LKEY, &short).with_offload(cs),
+        Packet::frame(3, LKEY, &f).with_offload(cs),
+    ];
+    let cfg = TxConfig::dpdk_empw(268, 290, 32);
+    let (mem_a, mem_b) = (Mem::new(16), Mem::new(16));
+    let (mut lent_a, mut lent_b) = (Lent::new(16), Lent::new(16));
+    let mut a: Q<'_, Empw> = txq(&mem_a, &mut lent_a, 5, cfg);
+    let mut b: Q<'_, Empw> = txq(&mem_b, &mut lent_b, 5, cfg);
+    assert_eq!(a.tx_burst(&pkts), 2);
+    let mut bb = b.start();
+    assert_eq!(bb.push(&pkts[0]), Ok(()));
+    assert_eq!(bb.push(&pkts[1]), Ok(()));
+    assert_eq!(bb.push(&pkts[2]), Err(TxError::BadLength));
+    bb.complete();
+    assert_eq!(mem_a.ring(), mem_b.ring());
+    let pi = a.send_queue().producer();
+    assert_eq!(pi, 8, "2 + 2 × 5 DS: 3 WQEBBs from 5");
+    assert_eq!(mem_a.ring()[8 * 64..], vec![0xa5; 8 * 64]);
+    // Legacy MPW, the refused frame first: nothing written at all.
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut q: Q<'_, LegacyMpw> = txq(&mem, &mut lent, 0, TxConfig::dpdk_mpw(268, 290, 32));
+    let eighteen = frame(18, 7);
+    assert_eq!(q.tx_burst(&[Packet::frame(0, LKEY, &eighteen)]), 0);
+    assert_eq!(mem.ring(), vec![0xa5; 16 * 64]);
 }
