@@ -2115,10 +2115,11 @@ impl<P: DoorbellPolicy, Q: QpKind, M: TxMode> TxQueue<'_, P, Q, M> {
         t.wqes
     }
 
-    /// [`CqePolicy::BurstEnd`] at the end of a batch (the counters after it:
-    /// pointer packets, packets, producer counter, all packets and WQEBBs
-    /// since the last request): the packets DPDK keeps until a completion (its `elts`)
-    /// since the last CQE request. On a queue that inlines, that is not
+    /// [`CqePolicy::BurstEnd`] at the end of a batch (the counters after
+    /// it: pointer packets since the last CQE request, the packet and
+    /// producer counters, and all packets and WQEBBs since the last
+    /// request): the packets DPDK keeps until a completion (its `elts`)
+    /// since the last request. On a queue that inlines, that is not
     /// the batch's leading inlined ones (freed at the burst's end,
     /// `loc.mbuf_free`) but every one from its first packet sent by pointer
     /// on, inlined or not; else its pointer packets. `u32::MAX` when the
