@@ -2,15 +2,23 @@
 //! mlx5 eMPW / legacy MPW golden vectors (`specs/golden/dpdk/empw-cases.txt`).
 //!
 //! Every case of the sample becomes encode input: one `op=empw` (or
-//! `op=mpw`) line per burst, one `pkt=ptr:ADDR:LEN:LKEY[:csum]` per mbuf
-//! with its bytes in `mem=` (so the queue may inline it, as the PMD does),
+//! `op=mpw`) line per burst, one `pkt=ptr:ADDR:LEN:LKEY[:CS]` per mbuf
+//! with its bytes in `mem=` (so the queue may inline it, as the PMD does;
+//! CS the checksum offload DPDK derives from the mbuf's flags when the
+//! routine has `MLX5_TXOFF_CONFIG_CSUM`: `csum`, `l3csum` or `l4csum`),
 //! and the case's queue: `--qpn`, `--sq-wqebbs`, `--pi`, no BlueFlame,
 //! `--empw-dpdk` with `--empw-inline-max` = `inlen_empw`,
 //! `--empw-inline-send` = `inlen_send`, `--empw-wqe-thres` = `wqe_thres`
 //! (only with inlining compiled in, as `golden_empw` does). The printed
 //! WQEs must cover exactly the WQEBBs DPDK wrote, hold DPDK's value in
 //! every byte DPDK wrote and 00 elsewhere; the doorbell record and the
-//! doorbell must be DPDK's.
+//! doorbell must be DPDK's. (WQEBBs DPDK wrote past what a burst published,
+//! the title of a frame its inline routine then refuses as too short, are
+//! never read by the device and not printed: not compared.)
+//!
+//! `MLX5DP_EMPW_CASES=/path` replays that file instead (e.g. cases from
+//! `tests/refcheck/empw_gen.py`); there a case whose packets the tool cannot
+//! express (multi-segment mbufs, TSO, VLAN insertion, tunnels) is a gap.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,10 +27,22 @@ use mlx5dp_setup::encode::{encode, EncodeConfig, Event};
 
 const GOLDEN: &str = include_str!("../../specs/golden/dpdk/empw-cases.txt");
 
+const OLX_TSO: u64 = 1 << 1;
+const OLX_SWP: u64 = 1 << 2;
+const OLX_CSUM: u64 = 1 << 3;
 const OLX_INLINE: u64 = 1 << 4;
+const OLX_VLAN: u64 = 1 << 5;
 const OLX_MPW: u64 = 1 << 9;
+const TX_TUNNEL_MASK: u64 = 0xf << 45;
+const TX_TCP_SEG: u64 = 1 << 50;
 const TX_L4_MASK: u64 = 3 << 52;
 const TX_IP_CKSUM: u64 = 1 << 54;
+const TX_VLAN: u64 = 1 << 57;
+
+/// Environment variable naming a case file to replay instead of the sample.
+const CASES_ENV: &str = "MLX5DP_EMPW_CASES";
+/// How the reason a case cannot be expressed starts.
+const UNEXPRESSED: &str = "not expressed: ";
 
 type Case = (String, BTreeMap<String, String>);
 
@@ -63,8 +83,9 @@ fn hex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// The case as encode input and queue settings.
-fn to_input(c: &Case) -> (EncodeConfig, String) {
+/// The case as encode input and queue settings, or why the tool cannot
+/// express its packets.
+fn to_input(c: &Case) -> Result<(EncodeConfig, String), String> {
     let olx = num(c, "olx");
     let mpw = olx & OLX_MPW != 0;
     let mut cfg = EncodeConfig::new(
@@ -89,27 +110,60 @@ fn to_input(c: &Case) -> (EncodeConfig, String) {
         text.push_str(if mpw { "op=mpw" } else { "op=empw" });
         for i in 0..num(c, &format!("b{b}.n")) {
             let k = |f: &str| format!("b{b}.pkt.{i}.{f}");
-            assert_eq!(num(c, &k("nb_segs")), 1, "{}: multi-segment", c.0);
+            if num(c, &k("nb_segs")) != 1 {
+                return Err(format!("{UNEXPRESSED}packet {i}: multi-segment mbuf"));
+            }
             let fl = num(c, &k("ol_flags"));
-            let csum = fl & (TX_IP_CKSUM | TX_L4_MASK) != 0;
+            if (olx & OLX_TSO != 0 && fl & TX_TCP_SEG != 0)
+                || (olx & OLX_VLAN != 0 && fl & TX_VLAN != 0)
+                || (olx & OLX_SWP != 0 && fl & TX_TUNNEL_MASK != 0)
+            {
+                return Err(format!(
+                    "{UNEXPRESSED}packet {i}: ol_flags {fl:#x} (TSO, VLAN insertion, tunnel)"
+                ));
+            }
+            // DPDK's `txq_ol_cksum_to_cs`, with the checksum offload
+            // compiled in: L3 for IP_CKSUM, L4 for a TCP/UDP checksum (or
+            // a TSO request the routine otherwise ignores).
+            let csum = olx & OLX_CSUM != 0;
+            let l3 = csum && fl & TX_IP_CKSUM != 0;
+            let l4 = csum && fl & (TX_L4_MASK | TX_TCP_SEG) != 0;
+            let cs = match (l3, l4) {
+                (true, true) => ":csum",
+                (true, false) => ":l3csum",
+                (false, true) => ":l4csum",
+                (false, false) => "",
+            };
             let addr = num(c, &k("addr"));
             let data = c.1.get(&k("data")).expect("data");
             text.push_str(&format!(
-                " pkt=ptr:{addr:#x}:{}:{lkey:#x}{} mem={addr:#x}:{data}",
+                " pkt=ptr:{addr:#x}:{}:{lkey:#x}{cs} mem={addr:#x}:{data}",
                 data.len() / 2,
-                if csum { ":csum" } else { "" }
             ));
         }
         text.push('\n');
     }
-    (cfg, text)
+    Ok((cfg, text))
 }
 
 fn check(c: &Case) -> Result<(), String> {
-    let (cfg, text) = to_input(c);
+    let (cfg, text) = to_input(c)?;
     let enc = encode(&cfg, &text).map_err(|e| format!("encode: {e}"))?;
-    if let Some(r) = enc.refusal {
-        return Err(format!("refused: {r}"));
+    let bursts = num(c, "bursts");
+    if let Some(r) = &enc.refusal {
+        // The tool stops at a refused packet, after the ones before it in
+        // its burst (ibv_post_send's bad_wr); DPDK's burst returns fewer
+        // packets and the case goes on. Comparable when it is the last
+        // burst and DPDK took fewer than it was given there.
+        let b = r.line as u64 - 1;
+        if b + 1 < bursts {
+            return Err(format!(
+                "{UNEXPRESSED}burst {b} refused a packet ({r}); the tool runs no later burst"
+            ));
+        }
+        if num(c, &format!("b{b}.out.ret")) >= num(c, &format!("b{b}.n")) {
+            return Err(format!("refused: {r}, DPDK took every packet"));
+        }
     }
     let wqe_cnt = cfg.sq_wqebbs;
     let mut errs = Vec::new();
@@ -163,12 +217,24 @@ fn check(c: &Case) -> Result<(), String> {
         let (b, slot) = k.split_once(".sqmask.").expect("key");
         let b: u32 = b.trim_start_matches('b').parse().expect("burst");
         let slot: u32 = slot.parse().expect("slot");
-        if !ours.contains(&(b, slot)) {
+        // Only what the burst published (`in.wqe_ci` to `out.wqe_ci`).
+        let from = num(c, &format!("b{b}.in.wqe_ci")) as u32 & 0xffff;
+        let to = num(c, &format!("b{b}.out.wqe_ci")) as u32 & 0xffff;
+        let published = (slot.wrapping_sub(from) % wqe_cnt) < (to.wrapping_sub(from) & 0xffff)
+            || to.wrapping_sub(from) & 0xffff >= wqe_cnt;
+        if published && !ours.contains(&(b, slot)) {
             errs.push(format!("b{b}: DPDK wrote WQEBB {slot}, not printed"));
         }
     }
-    if burst as u64 != num(c, "bursts") {
-        errs.push(format!("{burst} doorbells for {} bursts", num(c, "bursts")));
+    // Every burst rings once, but one that posted nothing (a refused first
+    // packet: DPDK writes no doorbell either).
+    let rung = (0..bursts)
+        .filter(|b| num(c, &format!("b{b}.out.db_count")) > 0)
+        .count();
+    if burst as usize != rung {
+        errs.push(format!(
+            "{burst} doorbells, DPDK {rung} for {bursts} bursts"
+        ));
     }
     if errs.is_empty() {
         Ok(())
@@ -180,9 +246,15 @@ fn check(c: &Case) -> Result<(), String> {
 
 #[test]
 fn encode_reproduces_dpdk_empw_cases() {
-    let cases = parse(GOLDEN);
-    assert!(cases.len() >= 5, "sample has {} cases", cases.len());
-    let mut fails = Vec::new();
+    let file = std::env::var_os(CASES_ENV);
+    let text = match &file {
+        None => GOLDEN.to_string(),
+        Some(p) => std::fs::read_to_string(p)
+            .unwrap_or_else(|e| panic!("{CASES_ENV}={}: {e}", p.to_string_lossy())),
+    };
+    let cases = parse(&text);
+    assert!(cases.len() >= 5, "{} cases", cases.len());
+    let (mut fails, mut gaps) = (Vec::new(), 0);
     let mut kinds = BTreeSet::new();
     for c in &cases {
         match check(c) {
@@ -190,14 +262,26 @@ fn encode_reproduces_dpdk_empw_cases() {
                 println!("PASS {}", c.0);
                 kinds.insert(num(c, "olx") & OLX_MPW != 0);
             }
+            Err(e) if file.is_some() && e.starts_with(UNEXPRESSED) => {
+                println!("GAP  {}: {e}", c.0);
+                gaps += 1;
+            }
             Err(e) => {
                 println!("FAIL {}:\n    {e}", c.0);
                 fails.push(c.0.clone());
             }
         }
     }
+    println!(
+        "encode wqe, eMPW/MPW: {} pass, {gaps} gaps, {} fail of {}",
+        cases.len() - gaps - fails.len(),
+        fails.len(),
+        cases.len()
+    );
     assert!(fails.is_empty(), "failing cases: {fails:?}");
-    assert_eq!(kinds.len(), 2, "both eMPW and legacy MPW cases replayed");
+    if file.is_none() {
+        assert_eq!(kinds.len(), 2, "both eMPW and legacy MPW cases replayed");
+    }
 }
 
 #[test]

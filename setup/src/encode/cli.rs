@@ -58,13 +58,14 @@ MULTI-PACKET BURSTS (--qp raw)
   packs the packets into sessions (one WQE each) as its rules say, and a packet no session can
   take goes out as its own SEND WQE. Every WQE is printed as above. An input with such lines
   holds only lines of that one op (blank lines change nothing: each line is its own burst).
-  pkt=inline:HEX[:csum]   a frame given by its bytes; it has no address, so it must be
+  pkt=inline:HEX[:CS]   a frame given by its bytes; it has no address, so it must be
              inlined: at most --empw-inline-max bytes
-  pkt=ptr:ADDR:LEN:LKEY[:csum]  a frame in registered memory: sent by pointer, or inlined
+  pkt=ptr:ADDR:LEN:LKEY[:CS]  a frame in registered memory: sent by pointer, or inlined
              when its length is at most --empw-inline-max and a mem= gives its bytes
              (mem= must then cover the whole frame)
-             (repeatable, in order; `:csum`: L3+L4 checksum offload for that packet; packets
-             with other offloads start a new session)
+             (repeatable, in order; CS: checksum offload for that packet, `csum` L3 and L4,
+             `l3csum` L3 only, `l4csum` L4 only, as DPDK's IP_CKSUM / TCP,UDP_CKSUM flags set
+             them; packets with other offloads start a new session)
   flags=     ip_csum: checksum offload for every packet; signaled: every WQE of the burst
              requests a CQE (otherwise DPDK's burst-end rule: only the last WQE of a burst
              requests one, once 32 packets DPDK keeps (on a queue that inlines: every packet

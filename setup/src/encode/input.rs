@@ -152,8 +152,20 @@ pub struct SgeSpec {
 pub struct PktSpec {
     /// Where the frame is.
     pub buf: PktBuf,
-    /// `:csum`: L3 and L4 checksum offload for this packet.
-    pub csum: bool,
+    /// Checksum offload for this packet: `:csum` L3 and L4, `:l3csum` L3
+    /// only, `:l4csum` L4 only.
+    pub csum: CsumSpec,
+}
+
+/// The checksum offload a `pkt=` asks for (the Ethernet segment's
+/// `cs_flags`: DPDK sets the L3 bit for `RTE_MBUF_F_TX_IP_CKSUM` and the L4
+/// bit for a TCP/UDP checksum request, each on its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CsumSpec {
+    /// L3 (IPv4 header) checksum.
+    pub l3: bool,
+    /// L4 (TCP/UDP) checksum.
+    pub l4: bool,
 }
 
 /// The frame of a `pkt=`.
@@ -418,12 +430,30 @@ pub fn parse_line(line: usize, text: &str) -> Result<WorkRequest, LineError> {
     Ok(wr)
 }
 
-/// `inline:HEX[:csum]` or `ptr:ADDR:LEN:LKEY[:csum]`.
+/// `inline:HEX[:CS]` or `ptr:ADDR:LEN:LKEY[:CS]`, CS one of `csum`,
+/// `l3csum`, `l4csum`.
 fn parse_pkt(s: &str) -> Result<PktSpec, String> {
-    let (body, csum) = match s.strip_suffix(":csum") {
-        Some(b) => (b, true),
-        None => (s, false),
-    };
+    let suffixes = [
+        (":csum", CsumSpec { l3: true, l4: true }),
+        (
+            ":l3csum",
+            CsumSpec {
+                l3: true,
+                l4: false,
+            },
+        ),
+        (
+            ":l4csum",
+            CsumSpec {
+                l3: false,
+                l4: true,
+            },
+        ),
+    ];
+    let (body, csum) = suffixes
+        .iter()
+        .find_map(|(sfx, cs)| s.strip_suffix(sfx).map(|b| (b, *cs)))
+        .unwrap_or((s, CsumSpec::default()));
     let buf = if let Some(h) = body.strip_prefix("inline:") {
         PktBuf::Inline(parse_hex(h)?)
     } else if let Some(g) = body.strip_prefix("ptr:") {
@@ -567,9 +597,29 @@ mod tests {
         assert_eq!(wr.op, OpKind::Empw);
         assert_eq!(wr.pkts.len(), 2);
         assert_eq!(wr.pkts[0].buf, PktBuf::Inline(vec![0, 0x11]));
-        assert!(!wr.pkts[0].csum && wr.pkts[1].csum);
+        assert_eq!(wr.pkts[0].csum, CsumSpec::default());
+        assert_eq!(wr.pkts[1].csum, CsumSpec { l3: true, l4: true });
         assert!(
             matches!(wr.pkts[1].buf, PktBuf::Ptr(g) if g.addr == 0x1000 && g.length == 64 && g.lkey == 7)
+        );
+        let two = parse_line(
+            1,
+            "op=empw pkt=ptr:0x1000:64:7:l3csum pkt=ptr:0x2000:64:7:l4csum",
+        )
+        .unwrap();
+        assert_eq!(
+            two.pkts[0].csum,
+            CsumSpec {
+                l3: true,
+                l4: false
+            }
+        );
+        assert_eq!(
+            two.pkts[1].csum,
+            CsumSpec {
+                l3: false,
+                l4: true
+            }
         );
     }
 

@@ -57,6 +57,7 @@ pub mod recv;
 use self::input::{LineError, OpKind};
 use self::memory::{Memory, SetupError, UAR_PAGE};
 use self::post::Prepared;
+use mlx5dp::prm::EthCsFlags;
 use mlx5dp::sq::mpw::{
     CqePolicy, Empw, LegacyMpw, Packet, PacketBuf, TxConfig, TxError, TxMode, TxOffload, TxQueue,
 };
@@ -633,13 +634,13 @@ fn packets(p: &Prepared) -> Vec<Packet<'_>> {
                 Some(d) => PacketBuf::Frame(FrameSge::with_addr(k.lkey, k.addr, d)),
                 None => PacketBuf::Ptr(Sge::new(k.lkey, k.addr, k.len)),
             };
-            let pkt = Packet::from_buf(p.wr.wr_id.wrapping_add(i as u64), buf)
-                .with_offload(TxOffload::NONE);
-            if k.csum {
-                pkt.with_csum()
-            } else {
-                pkt
-            }
+            let offload = TxOffload {
+                cs_flags: EthCsFlags::new()
+                    .with_l3_csum(k.csum.l3)
+                    .with_l4_csum(k.csum.l4),
+                ..TxOffload::NONE
+            };
+            Packet::from_buf(p.wr.wr_id.wrapping_add(i as u64), buf).with_offload(offload)
         })
         .collect()
 }

@@ -4,7 +4,7 @@
 //! data setter.
 #![forbid(unsafe_code)]
 
-use super::input::{MemSpec, OpKind, PktBuf, SgeSpec, WorkRequest};
+use super::input::{CsumSpec, MemSpec, OpKind, PktBuf, SgeSpec, WorkRequest};
 use super::{EncodeConfig, Refused};
 use mlx5dp::prm::Av;
 use mlx5dp::sq::{Batch, DoorbellPolicy, FrameSge, PostError, QpType, Sge};
@@ -74,8 +74,9 @@ pub struct SessionPkt {
     pub data: Option<Vec<u8>>,
     /// Given as `inline:`: it must be inlined (it has no address).
     pub inline_only: bool,
-    /// L3/L4 checksum offload (`:csum` or the line's `flags=ip_csum`).
-    pub csum: bool,
+    /// Checksum offload (`:csum`, `:l3csum`, `:l4csum`, or the line's
+    /// `flags=ip_csum`: L3 and L4).
+    pub csum: CsumSpec,
 }
 
 /// The bytes `addr .. addr + len` from the line's `mem=` entries (a later
@@ -185,7 +186,11 @@ pub fn prepare(cfg: &EncodeConfig, mut wr: WorkRequest) -> Result<Prepared, Stri
 fn session_pkts(wr: &WorkRequest) -> Result<Vec<SessionPkt>, String> {
     let mut out = Vec::with_capacity(wr.pkts.len());
     for (i, p) in wr.pkts.iter().enumerate() {
-        let csum = p.csum || wr.flags.ip_csum;
+        let csum = if wr.flags.ip_csum {
+            CsumSpec { l3: true, l4: true }
+        } else {
+            p.csum
+        };
         out.push(match &p.buf {
             PktBuf::Inline(d) => SessionPkt {
                 lkey: 0,
