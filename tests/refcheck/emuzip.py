@@ -22,9 +22,10 @@ title (timestamp; hash unless the format carries it; checksum unless it
 carries it) and, as the kernel's mlx5e_decompress_cqe rebuilds op_own, the
 solicited bit cleared. Polling must end exactly at pi, without an error.
 
-With --tool, `mlx5dp decode cq --json` decodes the same ring (from the
-title when an enhanced ring starts at a compressed CQE and the title is
-still in the ring; such rings are skipped otherwise) and is compared with
+With --tool, `mlx5dp decode cq --json` decodes the same ring from the
+same consumer index (an enhanced ring that starts at a compressed CQE is
+decoded from there when its title is still in the ring: the tool finds it
+before --ci; such rings are skipped otherwise) and is compared with
 the same expectations (every N-th ring with --tool-every N).
 
 With --traces DIR (e.g. hw-traces/emulated) it checks instead every
@@ -273,8 +274,10 @@ def main():
             if layout == "enhanced":
                 c = ref.cqe64(ring, size, ci & mask)
                 if pi != ci and (c[63] >> 2) & 3 == 3:
+                    # decode cq finds the title before --ci in the ring
+                    # itself (the consumer polled it already)
                     t = rec["enh_title_ci"]
-                    start = t if (t is not None and (pi - t) & 0xFFFFFFFF <= cnt) else None
+                    start = ci if (t is not None and (pi - t) & 0xFFFFFFFF <= cnt) else None
             if start is None:
                 tool_skipped += 1
             else:

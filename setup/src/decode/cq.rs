@@ -30,7 +30,7 @@ use super::{Fields, Value};
 use mlx5dp::cq::{
     zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, Origin, PollError, RawCounters,
 };
-use mlx5dp::prm::{CqeOpcode, MiniCqeFormat, MprqByteCnt};
+use mlx5dp::prm::{CqeFormat, CqeOpcode, MiniCqeFormat, MprqByteCnt, OpOwn};
 use std::fmt;
 use std::fmt::Write as _;
 
@@ -276,9 +276,10 @@ pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, Rin
         CqeSize::B64 => mlx5dp::cq::CqeSize::B64,
         CqeSize::B128 => mlx5dp::cq::CqeSize::B128,
     };
+    let start = enhanced_title_start(bytes, params);
     let mut ring = ring_copy::RingCopy::new(bytes);
-    let polled = ring.with_cq(cqe_cnt, core_size, cfg, params.ci, |cq| {
-        poll_all(cq, bytes, params)
+    let polled = ring.with_cq(cqe_cnt, core_size, cfg, start, |cq| {
+        poll_all(cq, bytes, params, start)
     });
     match polled {
         Ok(result) => result,
@@ -329,9 +330,85 @@ pub fn wc_of(bytes: &[u8], size: CqeSize) -> Option<mlx5dp::cq::Wc> {
     .flatten()
 }
 
-/// The poll loop: one completion per call, as `ibv_poll_cq(cq, 1, wc)`.
-fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRing, RingError> {
+/// Enhanced layout, `--ci` at a compressed CQE: its title is the regular
+/// CQE the consumer polled before it, still in the ring (DPDK keeps a copy
+/// in `rxq->title_cqe`, the kernel in `cqd->title`; a dump taken mid-stream
+/// holds it in an earlier slot). The nearest regular CQE before `params.ci`
+/// from which the entries of its validity run (compressed CQEs, each
+/// standing for its minis' indices, and error CQEs, which are no title)
+/// lead exactly to `params.ci` is returned: the ring is polled from there
+/// and reported from `params.ci`, so the minis carry the title's fields and
+/// the running counter the consumer had. `params.ci` itself in every other
+/// case (also when no such CQE is found: the poller then reports the
+/// missing title).
+fn enhanced_title_start(bytes: &[u8], params: &RingParams) -> u32 {
+    if params.layout != CqLayout::Enhanced {
+        return params.ci;
+    }
+    let stride = params.cqe_size.bytes();
+    let log2 = params.cqe_cnt.trailing_zeros();
+    // The CQE proper at index `ci`, if its validity byte says it is of
+    // `ci`'s pass: its `op_own`.
+    let entry = |ci: u32| {
+        let off = params.slot(ci) as usize * stride + stride - 64;
+        bytes
+            .get(off + 62..off + 64)
+            .filter(|b| b[0] == (ci >> log2) as u8)
+            .map(|b| OpOwn::from_bits(b[1]))
+    };
+    let compressed = |op_own: OpOwn| op_own.format() == CqeFormat::Compressed.raw();
+    let title = |op_own: OpOwn| {
+        !compressed(op_own)
+            && matches!(
+                CqeOpcode::from_raw(op_own.opcode()),
+                CqeOpcode::Req
+                    | CqeOpcode::RespWrImm
+                    | CqeOpcode::RespSend
+                    | CqeOpcode::RespSendImm
+                    | CqeOpcode::RespSendInv
+            )
+    };
+    if !entry(params.ci).is_some_and(compressed) {
+        return params.ci;
+    }
+    // Whether the entries after a title at `from` lead to `params.ci`.
+    let leads_to_ci = |from: u32| {
+        let mut at = from.wrapping_add(1);
+        while at.wrapping_sub(from) < params.ci.wrapping_sub(from) {
+            let Some(op_own) = entry(at) else {
+                return false;
+            };
+            at = at.wrapping_add(if compressed(op_own) {
+                u32::from(op_own.opcode()) + 1
+            } else if matches!(
+                CqeOpcode::from_raw(op_own.opcode()),
+                CqeOpcode::ReqErr | CqeOpcode::RespErr
+            ) {
+                1
+            } else {
+                return false;
+            });
+        }
+        at == params.ci
+    };
+    (1..params.cqe_cnt)
+        .map(|back| params.ci.wrapping_sub(back))
+        .find(|&ci| entry(ci).is_some_and(title) && leads_to_ci(ci))
+        .unwrap_or(params.ci)
+}
+
+/// The poll loop: one completion per call, as `ibv_poll_cq(cq, 1, wc)`,
+/// from `polled_from` (at most `params.ci`: see
+/// [`enhanced_title_start`]); what comes before `params.ci` is not
+/// reported.
+fn poll_all(
+    cq: &mut Cq,
+    bytes: &[u8],
+    params: &RingParams,
+    polled_from: u32,
+) -> Result<DecodedRing, RingError> {
     let start = params.ci;
+    let primed = start.wrapping_sub(polled_from);
     let stride = params.cqe_size.bytes();
     let mut wqs = RawCounters::default();
     let mut completions = Vec::new();
@@ -360,6 +437,10 @@ fn poll_all(cq: &mut Cq, bytes: &[u8], params: &RingParams) -> Result<DecodedRin
         // mini's, its title's (compressed CQE's) plus its place, whatever
         // the entries before it were (fillers, RESIZE_CQ).
         let ci = cq.reported_index();
+        if ci.wrapping_sub(polled_from) < primed {
+            // Polled before `--ci` to hold the title: not reported.
+            continue;
+        }
         if ci.wrapping_sub(start) >= params.cqe_cnt {
             return Err(RingError::PastRing {
                 ci,
@@ -853,6 +934,75 @@ mod tests {
         zb[63] = (1 << 4) | (3 << 2);
         r[..64].copy_from_slice(&zb);
         let e = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap_err();
+        assert!(e.to_string().contains("no regular CQE"), "{e}");
+    }
+
+    /// Enhanced layout, `--ci` at a compressed CQE: the title is the regular
+    /// CQE before it (over earlier compressed CQEs, each standing for its
+    /// minis' indices, and an error CQE), and the minis from `--ci` carry its
+    /// fields and the running counter, as when the ring is polled from the
+    /// title; with no regular CQE leading to it, the missing title is still
+    /// an error.
+    #[test]
+    fn a_compressed_cqe_at_ci_takes_the_title_before_it() {
+        // An enhanced compressed CQE of `n` hash minis at `slot` (pass 0).
+        fn block(r: &mut [u8], slot: usize, n: usize, base: u32) {
+            let mut zb = [0u8; 64];
+            for i in 0..n {
+                zb[i * 8..i * 8 + 8].copy_from_slice(&hash_mini(base + i as u32, 100 + i as u32));
+            }
+            zb[62] = 0;
+            zb[63] = ((n as u8 - 1) << 4) | (3 << 2);
+            r[slot * 64..slot * 64 + 64].copy_from_slice(&zb);
+        }
+        // Title at 0; minis at 1-3 (one CQE) and 4-5; an error CQE at 6;
+        // minis at 7-8. Slots 2, 3 and 5 are holes holding junk.
+        let mut r = ring(N, 64);
+        put(&mut r, 64, 0, &resp(40, 64, 0x11, false, 0));
+        block(&mut r, 1, 3, 0x100);
+        block(&mut r, 4, 2, 0x200);
+        let mut err = resp(0, 0, 0, false, 0);
+        err.op_own = OpOwn::new().with_opcode(CqeOpcode::RespErr.raw());
+        put(&mut r, 64, 6, &err);
+        block(&mut r, 7, 2, 0x300);
+        put(&mut r, 64, 2, &resp(9, 9, 9, false, 0));
+        r[3 * 64..4 * 64].fill(0x5a);
+        r[5 * 64 + 62] = 0;
+        r[5 * 64 + 63] = 3 << 2;
+        let all = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap();
+        let counters: Vec<_> = all
+            .completions
+            .iter()
+            .map(|c| (c.ci, c.cqe.cqe.wqe_counter.get()))
+            .collect();
+        assert_eq!(
+            counters,
+            [
+                (0, 40),
+                (1, 41),
+                (2, 42),
+                (3, 43),
+                (4, 44),
+                (5, 45),
+                (6, 0),
+                (7, 46),
+                (8, 47)
+            ]
+        );
+        for from in [1u32, 4, 7] {
+            let mid = decode_ring(&r, &params(CqLayout::Enhanced, from)).unwrap();
+            let want: Vec<_> = all.completions.iter().filter(|c| c.ci >= from).collect();
+            assert_eq!(
+                mid.completions.iter().collect::<Vec<_>>(),
+                want,
+                "--ci {from}"
+            );
+            assert_eq!(mid.ci, all.ci);
+        }
+        // No regular CQE leading to it: the title is missing.
+        let mut r2 = r.clone();
+        r2[..64].copy_from_slice(&ring(1, 64));
+        let e = decode_ring(&r2, &params(CqLayout::Enhanced, 4)).unwrap_err();
         assert!(e.to_string().contains("no regular CQE"), "{e}");
     }
 
