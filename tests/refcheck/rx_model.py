@@ -159,28 +159,44 @@ def title_from_ring(c, ring, cq_ci):
 # ---------------------------------------------------------------- scalar --
 
 
-class Scalar:
-    def __init__(self, c, kv):
+class Path:
+    """What both paths keep of the queue: the ring, the counters before the
+    call (`<prefix>.in.*`) and the doorbell records."""
+
+    def __init__(self, c, kv, prefix):
         self.c = c
-        g = lambda k, d=0: num(kv[k]) if k in kv else d
+        self.g = lambda k, d=0: num(kv[prefix + k]) if prefix + k in kv else d
         self.ring = c.ring()
-        self.cq_ci = g("scalar.in.cq_ci")
-        self.rq_ci = g("scalar.in.rq_ci")
-        self.rq_pi = g("scalar.in.rq_pi")
-        self.elts_ci = g("scalar.in.elts_ci")
-        self.consumed = g("scalar.in.consumed_strd")
-        self.ai = g("scalar.in.zip.ai")
-        self.cqe_cnt = g("scalar.in.zip.cqe_cnt")
-        self.ca = g("scalar.in.zip.ca")
-        self.na = g("scalar.in.zip.na")
-        self.zcq = g("scalar.in.zip.cq_ci")
-        self.cq_db = bytes.fromhex(kv.get("scalar.in.cq_dbrec", "00000000"))
-        self.rq_db = bytes.fromhex(kv.get("scalar.in.rq_dbrec", "00000000"))
-        self.title = title_from_ring(c, self.ring, self.cq_ci) if c.enh else bytearray(64)
+        self.cq_ci = self.g(".in.cq_ci")
+        self.rq_ci = self.g(".in.rq_ci")
+        self.rq_pi = self.g(".in.rq_pi")
+        self.elts_ci = self.g(".in.elts_ci")
+        self.consumed = self.g(".in.consumed_strd")
+        self.cq_db = bytes.fromhex(kv.get(prefix + ".in.cq_dbrec", "00000000"))
+        self.rq_db = bytes.fromhex(kv.get(prefix + ".in.rq_dbrec", "00000000"))
         self.mask = c.cqn - 1
 
     def slot(self, i):
         return self.ring[i & self.mask]
+
+    def common_outputs(self, o):
+        o["out.cq_ci"] = self.cq_ci
+        o["out.rq_ci"] = self.rq_ci
+        o["out.rq_pi"] = self.rq_pi
+        if self.c.mprq:
+            o["out.elts_ci"] = self.elts_ci
+            o["out.consumed_strd"] = self.consumed
+
+
+class Scalar(Path):
+    def __init__(self, c, kv):
+        super().__init__(c, kv, "scalar")
+        self.ai = self.g(".in.zip.ai")
+        self.cqe_cnt = self.g(".in.zip.cqe_cnt")
+        self.ca = self.g(".in.zip.ca")
+        self.na = self.g(".in.zip.na")
+        self.zcq = self.g(".in.zip.cq_ci")
+        self.title = title_from_ring(c, self.ring, self.cq_ci) if c.enh else bytearray(64)
 
     def poll_len(self):
         c = self.c
@@ -352,12 +368,8 @@ class Scalar:
         return out
 
     def outputs(self, o):
-        o["out.cq_ci"] = self.cq_ci
-        o["out.rq_ci"] = self.rq_ci
-        o["out.rq_pi"] = self.rq_pi
+        self.common_outputs(o)
         if self.c.mprq:
-            o["out.elts_ci"] = self.elts_ci
-            o["out.consumed_strd"] = self.consumed
             o["out.zip.ai"] = self.ai
             o["out.zip.cqe_cnt"] = self.cqe_cnt
         else:
@@ -394,20 +406,10 @@ def buf_to_pkt(c, p, ln, wqe, strd_idx, strd_cnt):
 # ---------------------------------------------------------------- vector --
 
 
-class Vec:
+class Vec(Path):
     def __init__(self, c, kv):
-        self.c = c
-        g = lambda k, d=0: num(kv[k]) if k in kv else d
-        self.ring = c.ring()
-        self.cq_ci = g("vec.in.cq_ci")
-        self.rq_ci = g("vec.in.rq_ci")
-        self.rq_pi = g("vec.in.rq_pi")
-        self.elts_ci = g("vec.in.elts_ci")
-        self.consumed = g("vec.in.consumed_strd")
-        self.decompressed = g("vec.in.decompressed")
-        self.cq_db = bytes.fromhex(kv.get("vec.in.cq_dbrec", "00000000"))
-        self.rq_db = bytes.fromhex(kv.get("vec.in.rq_dbrec", "00000000"))
-        self.mask = c.cqn - 1
+        super().__init__(c, kv, "vec")
+        self.decompressed = self.g(".in.decompressed")
         if c.mprq:
             self.e_n = (1 << c.log_wqe) << c.log_strd_num
             self.thresh = min(VMAX, self.e_n >> 2)
@@ -420,9 +422,6 @@ class Vec:
         if c.enh:
             t = title_from_ring(c, self.ring, self.cq_ci)
             self.title = self.regular(t)
-
-    def slot(self, i):
-        return self.ring[i & self.mask]
 
     def regular(self, cqe):
         """rxq_cq_process_v + rxq_cq_to_ptype_oflags_v for one CQE."""
@@ -719,12 +718,7 @@ class Vec:
         return out
 
     def outputs(self, o):
-        o["out.cq_ci"] = self.cq_ci
-        o["out.rq_ci"] = self.rq_ci
-        o["out.rq_pi"] = self.rq_pi
-        if self.c.mprq:
-            o["out.elts_ci"] = self.elts_ci
-            o["out.consumed_strd"] = self.consumed
+        self.common_outputs(o)
         o["out.decompressed"] = self.decompressed
         o["out.cq_dbrec"] = self.cq_db.hex()
         o["out.rq_dbrec"] = self.rq_db.hex()
