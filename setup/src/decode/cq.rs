@@ -779,6 +779,18 @@ mod tests {
         m
     }
 
+    /// An enhanced-layout compressed CQE of pass 0 holding `n` minis
+    /// (`mini(i)` each).
+    fn enhanced_cqe(n: usize, mini: impl Fn(usize) -> [u8; 8]) -> [u8; 64] {
+        let mut zb = [0u8; 64];
+        for i in 0..n {
+            zb[i * 8..i * 8 + 8].copy_from_slice(&mini(i));
+        }
+        zb[62] = 0;
+        zb[63] = (((n - 1) as u8) << 4) | (CqeFormat::Compressed.raw() << 2);
+        zb
+    }
+
     /// r1, basic session of 9 (title at 1, arrays at 2 and 9), r1.
     fn basic_ring() -> Vec<u8> {
         let mut r = ring(N, 64);
@@ -853,15 +865,8 @@ mod tests {
     fn enhanced_layout() {
         let mut r = ring(N, 64);
         put(&mut r, 64, 0, &resp(5, 64, 0xaaaa, false, 0));
-        let mut z = Cqe64::default();
-        let mut zb: [u8; 64] = zerocopy::transmute!(z);
-        for i in 0..3 {
-            zb[i * 8..i * 8 + 8].copy_from_slice(&hash_mini(0x200 + i as u32, 60 + i as u32));
-        }
-        zb[62] = 0; // pass 0
-        zb[63] = (2 << 4) | (3 << 2);
-        z = zerocopy::transmute!(zb);
-        put(&mut r, 64, 1, &z);
+        let zb = enhanced_cqe(3, |i| hash_mini(0x200 + i as u32, 60 + i as u32));
+        r[64..128].copy_from_slice(&zb);
         put(&mut r, 64, 4, &resp(9, 80, 0xdddd, false, 0));
         let d = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap();
         let got: Vec<(u32, bool, u16, u32)> = d
@@ -929,10 +934,7 @@ mod tests {
 
         // Enhanced compressed CQE without a title.
         let mut r = ring(N, 64);
-        let mut zb = [0u8; 64];
-        zb[62] = 0;
-        zb[63] = (1 << 4) | (3 << 2);
-        r[..64].copy_from_slice(&zb);
+        r[..64].copy_from_slice(&enhanced_cqe(2, |_| [0; 8]));
         let e = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap_err();
         assert!(e.to_string().contains("no regular CQE"), "{e}");
     }
@@ -945,14 +947,9 @@ mod tests {
     /// an error.
     #[test]
     fn a_compressed_cqe_at_ci_takes_the_title_before_it() {
-        // An enhanced compressed CQE of `n` hash minis at `slot` (pass 0).
+        // An enhanced compressed CQE of `n` hash minis at `slot`.
         fn block(r: &mut [u8], slot: usize, n: usize, base: u32) {
-            let mut zb = [0u8; 64];
-            for i in 0..n {
-                zb[i * 8..i * 8 + 8].copy_from_slice(&hash_mini(base + i as u32, 100 + i as u32));
-            }
-            zb[62] = 0;
-            zb[63] = ((n as u8 - 1) << 4) | (3 << 2);
+            let zb = enhanced_cqe(n, |i| hash_mini(base + i as u32, 100 + i as u32));
             r[slot * 64..slot * 64 + 64].copy_from_slice(&zb);
         }
         // Title at 0; minis at 1-3 (one CQE) and 4-5; an error CQE at 6;
@@ -968,7 +965,7 @@ mod tests {
         put(&mut r, 64, 2, &resp(9, 9, 9, false, 0));
         r[3 * 64..4 * 64].fill(0x5a);
         r[5 * 64 + 62] = 0;
-        r[5 * 64 + 63] = 3 << 2;
+        r[5 * 64 + 63] = CqeFormat::Compressed.raw() << 2;
         let all = decode_ring(&r, &params(CqLayout::Enhanced, 0)).unwrap();
         let counters: Vec<_> = all
             .completions
@@ -1154,10 +1151,7 @@ mod tests {
     fn enhanced_block_larger_than_the_ring_runs_past_it() {
         let mut r = ring(4, 64);
         put(&mut r, 64, 0, &resp(0, 64, 0, false, 0));
-        let mut zb = [0u8; 64];
-        zb[62] = 0;
-        zb[63] = (6 << 4) | (3 << 2);
-        r[64..128].copy_from_slice(&zb);
+        r[64..128].copy_from_slice(&enhanced_cqe(7, |_| [0; 8]));
         let p = RingParams {
             cqe_cnt: 4,
             ..params(CqLayout::Enhanced, 0)
