@@ -786,33 +786,28 @@ fn run_stream(cfg: &StreamCfg, seed: u64, out: &mut Option<Dump>, counts: &mut C
                 } => {
                     let title = bytes64(&completions[0].cqe);
                     let req = *mini_format == "req";
-                    if enhanced {
+                    // Enhanced: the completions an earlier record of this
+                    // session already logged (its title among them).
+                    let logged = if enhanced {
                         let (tci, logged) = enh_title.expect("a compressed CQE has a title");
                         assert_eq!(tci, *at, "{name}: session starts at its title");
-                        for (k, c) in completions.iter().enumerate().skip(logged) {
-                            from_trace.push(c.clone());
-                            log.push_back(Meant {
-                                ci: at.wrapping_add(k as u32),
-                                cqe: bytes64(&c.cqe),
-                                compressed: true,
-                                title: Some(title),
-                                req,
-                            });
-                        }
-                        counts.minis += (completions.len() - logged) as u64;
                         enh_title = Some((tci, completions.len()));
+                        logged
                     } else {
-                        for (k, c) in completions.iter().enumerate() {
-                            from_trace.push(c.clone());
-                            log.push_back(Meant {
-                                ci: at.wrapping_add(k as u32),
-                                cqe: bytes64(&c.cqe),
-                                compressed: true,
-                                title: Some(title),
-                                req,
-                            });
-                        }
-                        counts.minis += completions.len() as u64;
+                        0
+                    };
+                    for (k, c) in completions.iter().enumerate().skip(logged) {
+                        from_trace.push(c.clone());
+                        log.push_back(Meant {
+                            ci: at.wrapping_add(k as u32),
+                            cqe: bytes64(&c.cqe),
+                            compressed: true,
+                            title: Some(title),
+                            req,
+                        });
+                    }
+                    counts.minis += (completions.len() - logged) as u64;
+                    if !enhanced {
                         sessions.push((*at, completions.len() as u32));
                         *counts.lengths.entry(completions.len()).or_default() += 1;
                         if size.slot(*at) + completions.len() > cfg.cnt as usize {
