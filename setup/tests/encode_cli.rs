@@ -208,6 +208,29 @@ fn batches_toggle_blueflame_halves_and_wrap() {
     assert_eq!(offsets, [0x800, 0x900, 0x800]);
 }
 
+/// `--fm-cache`: the fence a QP taken over after a local invalidate (or
+/// bind) hands its next WQE (libmlx5 `fm_cache`): the small-initiator fence
+/// in the first WQE's `fm_ce_se`, spent by it (the second has none); a
+/// value with bits outside the fence mode (7:5) is refused.
+#[test]
+fn fm_cache_option_fences_the_first_wqe() {
+    let mut args = base("rc");
+    args.extend(["--fm-cache", "0x20"]);
+    let v = json_lines(&run(&args, "op=send sge=1:1:1\nop=send sge=1:1:1\n"));
+    let fm: Vec<&str> = v
+        .iter()
+        .filter_map(|o| o["hex"].as_str())
+        .map(|h| &h[22..24])
+        .collect();
+    assert_eq!(fm, ["20", "00"], "{v:?}");
+
+    let mut args = base("rc");
+    args.extend(["--fm-cache", "0x21"]);
+    let o = run(&args, "op=nop\n");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--fm-cache"), "{}", stderr(&o));
+}
+
 #[test]
 fn refused_work_request_prints_what_was_posted_before_it() {
     let input = "op=send sge=1:1:1\nop=atomic_fa raddr=1 rkey=1 sge=1:8:1\n";

@@ -23,7 +23,20 @@
 //!   a message naming the line of `out.bad_wr`.
 //!
 //! Every case is run; deviations are listed by name with their explanation,
-//! and a case listed there must still fail exactly as explained.
+//! and a case listed there must still fail exactly as explained. The TSO-wrap
+//! deviation is also recognised by its condition (one of the WQEs printed is
+//! a TSO WQE whose header crosses the ring end), whatever the case's name.
+//!
+//! Also mapped: `out.bad_wr=-1` (`ibv_wr_complete` names no work request)
+//! accepts a refusal of any line; after a refused work request whose
+//! doorbell libmlx5 rang with the refused one's unwritten control bytes (UAR
+//! mask `ssssssss`), only "a register was written" is compared. Gaps: an
+//! opcode without `op=` (`DRIVER1`), and an invalid opcode after the first
+//! work request (the command refuses it while reading its input, before
+//! posting the ones before it).
+//!
+//! `MLX5DP_WQE_CASES=/path` replays that file (same format) instead, e.g. the
+//! random cases of `tests/refcheck/send_ref.py gen`.
 
 #![expect(
     clippy::unwrap_used,
@@ -122,11 +135,6 @@ fn options(c: &Case) -> Result<Vec<String>, String> {
         "RAW_PACKET" => "raw",
         other => return Err(format!("QP type {other} has no --qp")),
     };
-    if c.num("start_fm_cache") != 0 {
-        return Err(
-            "a non-zero starting fm_cache has no option (the core cannot start with one)".into(),
-        );
-    }
     let bf_size = if c.num("bf_uuarn") == 0 {
         0
     } else {
@@ -160,9 +168,12 @@ fn options(c: &Case) -> Result<Vec<String>, String> {
         "--max-post".into(),
         c.num("sq_max_post").to_string(),
         "--wrs-in-flight".into(),
-        c.num("start_head")
-            .wrapping_sub(c.num("start_tail"))
+        // libmlx5's `unsigned` counters: the difference is taken mod 2^32.
+        (c.num("start_head") as u32)
+            .wrapping_sub(c.num("start_tail") as u32)
             .to_string(),
+        "--fm-cache".into(),
+        c.num("start_fm_cache").to_string(),
         "--json".into(),
     ];
     for (key, flag) in [
@@ -288,6 +299,17 @@ struct Printed {
 fn run_case(c: &Case) -> Result<(Printed, String), String> {
     let opts = options(c)?;
     let nwr = c.num("nwr") as usize;
+    // An opcode past DRIVER1 has no op=: the line is given an unknown op,
+    // which the command refuses while reading its input, before posting
+    // anything. That is libmlx5's outcome only when it is the first work
+    // request (libmlx5 posts the ones before it, or stops at an earlier one).
+    if (1..nwr).any(|i| c.get(&format!("wr{i}.opcode")) == Some("INVALID")) {
+        return Err(
+            "an invalid opcode after the first work request: refused when the input \
+                    is read, before the work requests before it are posted"
+                .into(),
+        );
+    }
     let mut input = String::new();
     for i in 0..nwr {
         input.push_str(&wr_line(c, i)?);
@@ -330,7 +352,15 @@ fn check(c: &Case, p: &Printed) -> Vec<String> {
             p.message
         ));
     }
-    if ret != 0 {
+    if ret != 0 && c.num("out.bad_wr") == u64::MAX {
+        // ibv_wr_complete names no work request (`out.bad_wr=-1`): any line.
+        if p.exit != 2 || !p.message.starts_with("line ") {
+            fail.push(format!(
+                "libmlx5's ibv_wr_complete failed (errno {ret}); we: exit {} `{}`",
+                p.exit, p.message
+            ));
+        }
+    } else if ret != 0 {
         let line = c.num("out.bad_wr") + 1;
         if p.exit != 2 || !p.message.starts_with(&format!("line {line}: ")) {
             fail.push(format!(
@@ -351,7 +381,7 @@ fn check(c: &Case, p: &Printed) -> Vec<String> {
             fail.push(format!("wqe {index}: wqebbs and hex length disagree"));
         }
         for (k, bb) in bytes.chunks(64).enumerate() {
-            ours.insert((index + k as u32) & mask, bb.to_vec());
+            ours.insert(index.wrapping_add(k as u32) & mask, bb.to_vec());
         }
     }
     // The WQEBBs of the WQEs libmlx5 posted (a failing work request leaves
@@ -412,7 +442,15 @@ fn check(c: &Case, p: &Printed) -> Vec<String> {
     }
     let kind = c.get("out.uar_write").unwrap_or("none");
     let mmio = p.doorbells.first().map(|d| &d["mmio"]);
+    let stale_ctrl = ret != 0
+        && c.get("out.uar_mask")
+            .is_some_and(|m| m.starts_with("ssssssss"));
     match (kind, mmio) {
+        // After a refused work request libmlx5 rings the doorbell with the
+        // refused one's control segment (stale ring bytes: its partial WQE
+        // never got them); we ring for the last WQE posted. Only "a
+        // register was written" is comparable.
+        (_, Some(m)) if stale_ctrl && !m.is_null() => {}
         ("none", None) => {}
         ("none", Some(m)) => fail.push(format!("libmlx5 wrote no register; we: {m}")),
         (_, None) | (_, Some(Value::Null)) => {
@@ -450,43 +488,83 @@ fn check(c: &Case, p: &Printed) -> Vec<String> {
     fail
 }
 
-/// The TSO-wrap deviation, checked precisely: the only failures are
-/// libmlx5's stray WQEBB, and its bytes are ours 32 bytes earlier.
+/// Whether one of the WQEs we printed is a TSO WQE (opcode 0x0e) whose
+/// inline header, from byte 30 of its first WQEBB, crosses the ring end:
+/// the case of the `raw_tso_hdr54_wraps_sq_end` deviation, whatever its name.
+fn tso_wraps(c: &Case, p: &Printed) -> bool {
+    let ring_len = c.num("sq_wqe_cnt") as usize * 64;
+    p.wqes.iter().any(|w| {
+        let index = w["wqe_index"].as_u64().unwrap() as usize;
+        let bytes = parse_hex(w["hex"].as_str().unwrap());
+        let start = (index * 64) % ring_len;
+        bytes.len() >= 30
+            && bytes[3] == 0x0e
+            && start + 30 + usize::from(u16::from_be_bytes([bytes[28], bytes[29]])) > ring_len
+    })
+}
+
+/// The TSO-wrap deviation, checked precisely: every failure is about WQEBB
+/// bytes (a stray WQEBB past the WQE, or bytes of the WQE's last WQEBB past
+/// its DS count), and every byte libmlx5 wrote is ours, in place or 32 bytes
+/// earlier (the data segment where the DS count puts it).
 fn check_tso_wrap(c: &Case, p: &Printed, fails: &[String]) -> bool {
     let cnt = c.num("sq_wqe_cnt") as usize;
-    let Some((stray, (bytes, m))) = c.wqebbs.iter().find(|(slot, _)| {
-        fails
-            .iter()
-            .any(|f| *f == format!("WQEBB {slot}: libmlx5 wrote it outside the WQEs it posted"))
-    }) else {
-        return false;
-    };
-    if fails.len() != 1 {
+    let len = cnt * 64;
+    if fails.is_empty()
+        || !fails.iter().all(|f| {
+            (f.starts_with("WQEBB ")
+                && (f.ends_with("libmlx5 wrote it outside the WQEs it posted")
+                    || f.contains(" byte ")))
+                || f.starts_with("register byte ")
+        })
+    {
         return false;
     }
+    // The BlueFlame copy is the ring image from the control segment on:
+    // libmlx5's data segments there are 32 bytes past ours as well.
+    if let Some(m) = p.doorbells.first().map(|d| &d["mmio"]) {
+        if let Some(hex) = m["hex"].as_str() {
+            let got = parse_hex(hex);
+            let want = parse_hex(c.get("out.uar_bytes").unwrap_or(""));
+            let wmask: Vec<u8> = c.get("out.uar_mask").unwrap_or("").bytes().collect();
+            let ok = want.iter().enumerate().all(|(j, w)| {
+                wmask.get(j) != Some(&b'x')
+                    || got.get(j) == Some(w)
+                    || (j >= 32 && got.get(j - 32) == Some(w))
+            });
+            if !ok {
+                return false;
+            }
+        }
+    }
     // Our ring image, by byte offset.
-    let mut ring = vec![None; cnt * 64];
+    let mut ring = vec![None; len];
     for w in &p.wqes {
         let index = w["wqe_index"].as_u64().unwrap() as usize;
         for (k, b) in parse_hex(w["hex"].as_str().unwrap())
             .into_iter()
             .enumerate()
         {
-            ring[((index % cnt) * 64 + k) % (cnt * 64)] = Some(b);
+            ring[((index % cnt) * 64 + k) % len] = Some(b);
         }
     }
-    (0..64).filter(|&j| m[j] == b'x').all(|j| {
-        let at = (*stray as usize * 64 + j + cnt * 64 - 32) % (cnt * 64);
-        ring[at] == Some(bytes[j])
+    c.wqebbs.iter().all(|(slot, (bytes, m))| {
+        (0..64).filter(|&j| m[j] == b'x').all(|j| {
+            let at = *slot as usize * 64 + j;
+            ring[at] == Some(bytes[j]) || ring[(at + len - 32) % len] == Some(bytes[j])
+        })
     })
 }
 
 #[test]
 fn encode_matches_libmlx5_golden_vectors() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../specs/golden/libmlx5/wqe-cases.txt"
-    );
+    let path = std::env::var("MLX5DP_WQE_CASES").unwrap_or_else(|_| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../specs/golden/libmlx5/wqe-cases.txt"
+        )
+        .to_string()
+    });
     let cases = parse_cases(&std::fs::read_to_string(path).unwrap());
     assert!(!cases.is_empty());
     let (mut pass, mut explained, mut gaps, mut failed) = (0, 0, Vec::new(), Vec::new());
@@ -500,7 +578,10 @@ fn encode_matches_libmlx5_golden_vectors() {
             }
         };
         let fails = check(c, &p);
-        let deviation = DEVIATIONS.iter().find(|(n, _)| *n == c.name);
+        let deviation = DEVIATIONS
+            .iter()
+            .find(|(n, _)| *n == c.name)
+            .or_else(|| tso_wraps(c, &p).then_some(&DEVIATIONS[0]));
         match (fails.is_empty(), deviation) {
             (true, None) => {
                 pass += 1;
@@ -523,8 +604,12 @@ fn encode_matches_libmlx5_golden_vectors() {
         failed.len()
     );
     assert!(failed.is_empty(), "mismatching cases: {failed:?}");
-    assert!(
-        gaps.is_empty(),
-        "cases that could not be expressed: {gaps:?}"
-    );
+    // The built-in vectors are all expressible; a replayed file (random
+    // cases) may hold some that are not: they are counted above.
+    if std::env::var_os("MLX5DP_WQE_CASES").is_none() {
+        assert!(
+            gaps.is_empty(),
+            "cases that could not be expressed: {gaps:?}"
+        );
+    }
 }

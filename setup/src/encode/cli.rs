@@ -345,6 +345,11 @@ pub struct WqeArgs {
     /// Work requests outstanding before the first batch (sq.head - sq.tail).
     #[arg(long, value_parser = num_u32, default_value = "0")]
     pub wrs_in_flight: u32,
+    /// The fence the first WQE inherits (libmlx5 fm_cache left by the QP's
+    /// last post: 0x20, the small-initiator fence, after a local invalidate
+    /// or bind); a fence mode, bits 7:5 only.
+    #[arg(long, value_parser = num_u8, default_value = "0")]
+    pub fm_cache: u8,
     /// Discard a batch whose work request is refused (ibv_wr_complete's
     /// rollback) instead of posting the ones before it (ibv_post_send).
     #[arg(long)]
@@ -409,6 +414,7 @@ impl WqeArgs {
         }
         c.max_post = self.max_post;
         c.wrs_in_flight = self.wrs_in_flight;
+        c.fm_cache = self.fm_cache;
         c.abort_on_error = self.abort_on_error;
         c.empw_inline_max = self.empw_inline_max;
         c.empw_max_pkts = self.empw_max_pkts;

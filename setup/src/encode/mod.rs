@@ -115,6 +115,10 @@ pub struct EncodeConfig {
     /// Work requests posted before the first batch and not completed
     /// (libmlx5 `sq.head - sq.tail`), counted against `max_post`.
     pub wrs_in_flight: u32,
+    /// The fence the first WQE inherits (libmlx5 `fm_cache`, e.g.
+    /// [`mlx5dp::prm::WQE_CTRL_INITIATOR_SMALL_FENCE`] after a local
+    /// invalidate): [`SqConfig::start_fm_cache`]; bits 7:5 only.
+    pub fm_cache: u8,
     /// Discard a batch with a refused work request (`ibv_wr_complete`)
     /// instead of posting the work requests before it (`ibv_post_send`).
     pub abort_on_error: bool,
@@ -164,6 +168,7 @@ impl EncodeConfig {
             max_tso: if raw { 256 << 10 } else { 0 },
             max_post: None,
             wrs_in_flight: 0,
+            fm_cache: 0,
             abort_on_error: false,
             empw_inline_max: None,
             empw_max_pkts: None,
@@ -243,6 +248,12 @@ impl EncodeConfig {
         if self.eth_min_inline != 0 && self.eth_min_inline != 18 {
             return Err(format!("--eth-min-inline {}: 0 or 18", self.eth_min_inline));
         }
+        if self.fm_cache & 0x1f != 0 {
+            return Err(format!(
+                "--fm-cache {:#x}: a fence mode, bits 7:5 (0x20 after a local invalidate)",
+                self.fm_cache
+            ));
+        }
         Ok(())
     }
 
@@ -259,6 +270,7 @@ impl EncodeConfig {
         c.signal_every = 0;
         c.start_pi = self.pi;
         c.start_bf_second_half = self.bf_offset != 0;
+        c.start_fm_cache = self.fm_cache;
         c
     }
 }
