@@ -251,6 +251,39 @@ fn refused_work_request_prints_what_was_posted_before_it() {
     assert!(o.stdout.is_empty());
 }
 
+/// A numeric `op=` is the `ibv_wr_opcode`; one past `IBV_WR_DRIVER1` is
+/// refused with EINVAL when its turn comes (after the work requests before
+/// it are posted), before the queue test (`--max-post 1` would refuse the
+/// second work request with ENOMEM otherwise), as libmlx5's
+/// `_mlx5_post_send` tests the opcode first. An unknown name is still bad
+/// input: nothing posted.
+#[test]
+fn an_opcode_past_driver1_is_refused_in_its_turn() {
+    let v = json_lines(&run(&base("rc"), "op=2 sge=1:1:1\n"));
+    let sent = json_lines(&run(&base("rc"), "op=send sge=1:1:1\n"));
+    assert_eq!(v, sent, "op=2 is IBV_WR_SEND");
+
+    let input = "op=send sge=1:1:1\nop=12 sge=1:1:1\nop=send sge=1:1:1\n";
+    let mut args = base("rc");
+    args.extend(["--max-post", "1"]);
+    let o = run(&args, input);
+    assert_refused(&o, 2, "EINVAL", "opcode 12");
+    assert!(stderr(&o).contains("opcode 12"), "{}", stderr(&o));
+    let v: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(v.len(), 2, "the first WQE and its doorbell: {v:?}");
+
+    let o = run(&base("rc"), "op=send sge=1:1:1\nop=bogus sge=1:1:1\n");
+    assert_bad_line(&o, 2, "unknown name");
+    assert!(o.stdout.is_empty());
+    for op in ["8", "11"] {
+        let o = run(&base("rc"), &format!("op={op}\n"));
+        assert_bad_line(&o, 1, "BIND_MW and DRIVER1 are not built");
+    }
+}
+
 /// More SGEs than `--max-sge` are refused with ENOMEM (libmlx5's
 /// `_mlx5_post_send` tests `num_sge` first), also with `flags=inline`,
 /// where the bytes would be copied into the WQE, and before an opcode's own

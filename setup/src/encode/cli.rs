@@ -28,7 +28,9 @@ INPUT
 
   op=        send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa
              local_inv nop tso raw_send, empw mpw (see below) (the ibv_wr_opcode names, e.g. send_with_imm, work too;
-             on --qp raw, send is a raw Ethernet send like raw_send)
+             on --qp raw, send is a raw Ethernet send like raw_send); or the ibv_wr_opcode number (0-7, 9,
+             10); a number past IBV_WR_DRIVER1 (12 on) is refused with EINVAL when its turn comes, after the
+             work requests before it are posted, as ibv_post_send does
   wr_id=     the work request id (kept in the queue's shadow; not in the WQE)
   flags=     comma list of signaled solicited fence inline ip_csum (ibv_send_flags;
              ip_csum is read on raw Ethernet QPs only, as libmlx5 does)

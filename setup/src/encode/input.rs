@@ -72,6 +72,10 @@ pub enum OpKind {
     Empw,
     /// `mpw`: the same in legacy-MPW mode.
     Mpw,
+    /// A numeric `op=` past the last `ibv_wr_opcode` libmlx5 knows
+    /// (`IBV_WR_DRIVER1`, 11): `ibv_post_send` refuses it with `EINVAL`
+    /// when it reaches it, after posting the work requests before it.
+    Invalid(u32),
 }
 
 impl OpKind {
@@ -99,12 +103,29 @@ impl OpKind {
         ("atomic_fetch_and_add", OpKind::AtomicFa),
     ];
 
-    /// Parses an `op=` value (case-insensitive).
+    /// Parses an `op=` value: a name (case-insensitive), or an
+    /// `ibv_wr_opcode` number (`0`-`10` but `IBV_WR_BIND_MW`, 8; anything
+    /// past `IBV_WR_DRIVER1`, 11, is [`OpKind::Invalid`]).
     pub fn parse(s: &str) -> Option<Self> {
-        Self::NAMES
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(s))
-            .map(|&(_, op)| op)
+        if let Some(&(_, op)) = Self::NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
+            return Some(op);
+        }
+        // <infiniband/verbs.h> enum ibv_wr_opcode.
+        Some(match parse_u32(s)? {
+            0 => OpKind::RdmaWrite,
+            1 => OpKind::RdmaWriteImm,
+            2 => OpKind::Send,
+            3 => OpKind::SendImm,
+            4 => OpKind::RdmaRead,
+            5 => OpKind::AtomicCs,
+            6 => OpKind::AtomicFa,
+            7 => OpKind::LocalInv,
+            9 => OpKind::SendInv,
+            10 => OpKind::Tso,
+            n @ 12.. => OpKind::Invalid(n),
+            // BIND_MW, DRIVER1: not built.
+            _ => return None,
+        })
     }
 
     /// Whether this is a multi-packet burst (`empw`, `mpw`).
@@ -112,8 +133,11 @@ impl OpKind {
         matches!(self, OpKind::Empw | OpKind::Mpw)
     }
 
-    /// The canonical `op=` name.
+    /// The canonical `op=` name (`invalid` for [`OpKind::Invalid`]).
     pub fn name(self) -> &'static str {
+        if let OpKind::Invalid(_) = self {
+            return "invalid";
+        }
         Self::NAMES
             .iter()
             .find(|&&(_, op)| op == self)

@@ -284,6 +284,9 @@ pub enum Refused {
     NoFrame,
     /// The Tx queue refused a packet of an `empw` / `mpw` burst.
     Tx(TxError),
+    /// An `ibv_wr_opcode` past `IBV_WR_DRIVER1` ([`OpKind::Invalid`]):
+    /// libmlx5 `EINVAL`, before its queue and SGE tests.
+    InvalidOpcode(u32),
 }
 
 impl Refused {
@@ -305,7 +308,7 @@ impl Refused {
                 | PostError::MissingXrcSrqn
                 | PostError::WqeTooLarge => "EINVAL",
             },
-            Refused::NoFrame => "EINVAL",
+            Refused::NoFrame | Refused::InvalidOpcode(_) => "EINVAL",
             Refused::Tx(TxError::QueueFull) => "ENOMEM",
             Refused::Tx(_) => "EINVAL",
         }
@@ -346,6 +349,13 @@ impl fmt::Display for Refused {
                 TxError::BadTso => "TSO in a burst",
                 TxError::WqeTooLarge => "a packet's WQE would be larger than 63 DS",
             },
+            Refused::InvalidOpcode(n) => {
+                return write!(
+                    f,
+                    "work request refused ({}): opcode {n} is past IBV_WR_DRIVER1 (11)",
+                    self.errno()
+                );
+            }
         };
         write!(f, "work request refused ({}): {why}", self.errno())
     }
@@ -873,6 +883,14 @@ fn post_batch<P: DoorbellPolicy>(
     let mut b = sq.start();
     let mut refusal = None;
     for (nreq, p) in batch.iter().enumerate() {
+        // libmlx5 tests the opcode first, then the queue.
+        if let OpKind::Invalid(n) = p.wr.op {
+            refusal = Some(Refusal {
+                line: p.wr.line,
+                reason: Refused::InvalidOpcode(n),
+            });
+            break;
+        }
         // libmlx5 `mlx5_wq_overflow`: `head - tail + nreq >= max_post`.
         if let Some(max) = cfg.max_post {
             if u64::from(wrs_in_flight) + nreq as u64 >= u64::from(max) {

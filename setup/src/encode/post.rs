@@ -112,6 +112,16 @@ fn read_mem(mem: &[MemSpec], addr: u64, len: usize) -> Result<Vec<u8>, u128> {
 /// Resolves the data of every work request (before anything is posted, so
 /// that missing memory is an input error, not a half-posted batch).
 pub fn prepare(cfg: &EncodeConfig, mut wr: WorkRequest) -> Result<Prepared, String> {
+    if let OpKind::Invalid(_) = wr.op {
+        // `ibv_post_send` refuses the opcode before it looks at anything
+        // else of the work request.
+        return Ok(Prepared {
+            wr,
+            payload: Payload::None,
+            av: None,
+            pkts: Vec::new(),
+        });
+    }
     if wr.op == OpKind::AtomicFa {
         wr.swap_add = Some(fa_addend(&wr)?);
     }
@@ -295,6 +305,7 @@ pub fn post<P: DoorbellPolicy>(
     }
     let id = wr.wr_id;
     let built = match wr.op {
+        OpKind::Invalid(n) => return Err(Refused::InvalidOpcode(n)),
         OpKind::Send | OpKind::RawSend => batch.send(id),
         OpKind::SendImm => batch.send_imm(id, wr.imm),
         OpKind::SendInv => batch.send_inv(id, wr.invalidate_rkey),
