@@ -251,6 +251,32 @@ impl Completion {
         SendOpcode::from_raw((self.sop_drop_qpn_word() >> 24) as u8)
     }
 
+    /// The opcode of a successful requester completion as libmlx5 v44
+    /// reports it (`handle_good_req`, `mlx5_cq_read_wc_opcode`): the one
+    /// the CQE's send opcode names; for NOP, UMR, SET_PSV and MMO only,
+    /// the one recorded at post time (`sq.wr_data`); none for other send
+    /// opcodes (masked atomics, ...: `ibv_wc.opcode` unwritten,
+    /// `read_opcode` 0); and `IBV_WC_DRIVER2` whenever that was recorded
+    /// (a raw WQE), whatever the send opcode.
+    #[inline(always)]
+    fn req_opcode(&self) -> Option<WcOpcode> {
+        if self.wr_opcode == Some(WcOpcode::Driver2) {
+            return Some(WcOpcode::Driver2);
+        }
+        let sop = self.send_opcode();
+        match WcOpcode::from_send_opcode(sop) {
+            Some(op) => Some(op),
+            None if matches!(
+                sop,
+                SendOpcode::Nop | SendOpcode::Umr | SendOpcode::SetPsv | SendOpcode::Mmo
+            ) =>
+            {
+                self.wr_opcode
+            }
+            None => None,
+        }
+    }
+
     /// The decoded copy of the CQE (for a mini-CQE: the title with the
     /// mini's fields applied and the format cleared, built on first call).
     pub fn cqe(&self) -> &Cqe64 {
@@ -304,9 +330,7 @@ impl Completion {
         match self.cqe.opcode() {
             CqeOpcode::RespWrImm => WcOpcode::RecvRdmaWithImm,
             CqeOpcode::RespSend | CqeOpcode::RespSendImm | CqeOpcode::RespSendInv => WcOpcode::Recv,
-            CqeOpcode::Req => WcOpcode::from_send_opcode(self.send_opcode())
-                .or(self.wr_opcode)
-                .unwrap_or(WcOpcode::Send),
+            CqeOpcode::Req => self.req_opcode().unwrap_or(WcOpcode::Send),
             _ => WcOpcode::Send,
         }
     }
@@ -562,7 +586,7 @@ impl Completion {
                 if matches!(sop, SendOpcode::RdmaWriteImm | SendOpcode::SendImm) {
                     wc.wc_flags = WcFlags(WcFlags::WITH_IMM);
                 }
-                wc.opcode = WcOpcode::from_send_opcode(sop).or(self.wr_opcode);
+                wc.opcode = self.req_opcode();
                 wc.byte_len = match sop {
                     SendOpcode::RdmaRead => self.byte_len(),
                     SendOpcode::AtomicCs | SendOpcode::AtomicFa => 8,

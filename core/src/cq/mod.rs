@@ -168,7 +168,10 @@ pub struct SendRetired {
     /// wr_id of the WQE the CQE names.
     pub wr_id: u64,
     /// The completion opcode recorded at post time, for send opcodes the CQE
-    /// cannot name (NOP, UMR, SET_PSV, MMO: libmlx5 `wr_data`).
+    /// cannot name (NOP, UMR, SET_PSV, MMO: libmlx5 `wr_data`). Ignored for
+    /// every other send opcode, as libmlx5 v44 does, except
+    /// [`WcOpcode::Driver2`] (a raw WQE), which is reported whatever the
+    /// send opcode.
     pub wr_opcode: Option<WcOpcode>,
 }
 

@@ -221,6 +221,121 @@ fn requester_opcodes() {
     }
 }
 
+/// A send queue that records a completion opcode for every WQE (libmlx5
+/// `sq.wr_data`).
+struct Recorded(WcOpcode);
+
+impl WorkQueues for Recorded {
+    fn retire_send(
+        &mut self,
+        _: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<SendRetired, LookupError> {
+        Ok(SendRetired {
+            wr_id: u64::from(wqe_counter),
+            wr_opcode: Some(self.0),
+        })
+    }
+
+    fn retire_recv(
+        &mut self,
+        _: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        Ok(RecvRetired {
+            wr_id: u64::from(wqe_counter),
+            rx_csum_valid: false,
+        })
+    }
+}
+
+/// libmlx5 v44 takes the opcode recorded at post time (`wr_data`) only for
+/// NOP, UMR, SET_PSV and MMO (`handle_good_req`, `mlx5_cq_read_wc_opcode`):
+/// another send opcode it does not map (masked atomics, ...) leaves
+/// `ibv_wc.opcode` unwritten and reads 0; a recorded `IBV_WC_DRIVER2` (raw
+/// WQE) wins over every send opcode.
+#[test]
+fn recorded_opcode_only_for_the_opcodes_libmlx5_takes_it_for() {
+    let cases = [
+        // (send opcode, recorded, ibv_wc.opcode, read_opcode)
+        (
+            SendOpcode::Umr,
+            WcOpcode::LocalInv,
+            Some(WcOpcode::LocalInv),
+            WcOpcode::LocalInv,
+        ),
+        (
+            SendOpcode::Nop,
+            WcOpcode::BindMw,
+            Some(WcOpcode::BindMw),
+            WcOpcode::BindMw,
+        ),
+        (
+            SendOpcode::SetPsv,
+            WcOpcode::Driver1,
+            Some(WcOpcode::Driver1),
+            WcOpcode::Driver1,
+        ),
+        (
+            SendOpcode::Mmo,
+            WcOpcode::Driver1,
+            Some(WcOpcode::Driver1),
+            WcOpcode::Driver1,
+        ),
+        (
+            SendOpcode::AtomicMaskedCs,
+            WcOpcode::BindMw,
+            None,
+            WcOpcode::Send,
+        ),
+        (
+            SendOpcode::AtomicMaskedFa,
+            WcOpcode::CompSwap,
+            None,
+            WcOpcode::Send,
+        ),
+        (
+            SendOpcode::LocalInval,
+            WcOpcode::LocalInv,
+            None,
+            WcOpcode::Send,
+        ),
+        (
+            SendOpcode::RdmaWrite,
+            WcOpcode::BindMw,
+            Some(WcOpcode::RdmaWrite),
+            WcOpcode::RdmaWrite,
+        ),
+        (
+            SendOpcode::Send,
+            WcOpcode::Driver2,
+            Some(WcOpcode::Driver2),
+            WcOpcode::Driver2,
+        ),
+        (
+            SendOpcode::AtomicMaskedFa,
+            WcOpcode::Driver2,
+            Some(WcOpcode::Driver2),
+            WcOpcode::Driver2,
+        ),
+    ];
+    for (sop, recorded, wc_op, read_op) in cases {
+        let m = Mem::new(4, CqeSize::B64, false);
+        let mut c = cqe(CqeOpcode::Req, false, 1);
+        c.sop_drop_qpn = c.sop_drop_qpn.with_sop(sop.raw());
+        m.put(0, &c);
+        m.put(1, &c);
+        let mut cq = m.cq(CqConfig::default());
+        let mut wc = [Wc::default(); 1];
+        assert_eq!(cq.poll_wc(&mut Recorded(recorded), &mut wc).unwrap(), 1);
+        assert_eq!(wc[0].opcode, wc_op, "{sop:?} {recorded:?}");
+        let got = collect(&mut cq, &mut Recorded(recorded), 1);
+        assert_eq!(got[0].opcode(), read_op, "{sop:?} {recorded:?}");
+    }
+}
+
 #[test]
 fn responder_opcodes_flags_and_fields() {
     let cases = [
