@@ -245,6 +245,44 @@ fn cqe_size_128() {
     );
 }
 
+/// `--wr-data`: the opcode libmlx5 recorded at post time (`sq.wr_data`) is
+/// the `wc_opcode` of a NOP, UMR, SET_PSV or MMO requester CQE (default
+/// send, 0: a slot nothing was recorded in), and of every requester CQE
+/// when it is driver2 (a raw WQE); other send opcodes name their own.
+#[test]
+fn wr_data_is_the_opcode_of_the_requester_cqes_libmlx5_takes_it_for() {
+    let cqe = |sop: u8| {
+        let mut b = vec![0u8; 64];
+        b[56] = sop; // sop_drop_qpn's send opcode; op_own 0: REQ
+        hex_string(&b)
+    };
+    let opcode = |sop: u8, wr_data: Option<&str>| {
+        let hex = cqe(sop);
+        let mut args = vec!["decode", "cqe", "--json", hex.as_str()];
+        if let Some(w) = wr_data {
+            args.extend(["--wr-data", w]);
+        }
+        let j = json(&run(&args, b""));
+        (j["wc_opcode"].clone(), j["wc_opcode_raw"].clone())
+    };
+    let (nop, umr, send, rdma_write) = (0x00, 0x25, 0x0a, 0x08);
+    assert_eq!(opcode(nop, None), ("send".into(), 0.into()));
+    assert_eq!(
+        opcode(umr, Some("local_inv")),
+        ("local_inv".into(), 6.into())
+    );
+    assert_eq!(opcode(umr, Some("6")), ("local_inv".into(), 6.into()));
+    assert_eq!(
+        opcode(rdma_write, Some("local_inv")),
+        ("rdma_write".into(), 1.into())
+    );
+    assert_eq!(opcode(send, Some("0x88")), ("driver2".into(), 136.into()));
+    assert_bad_input(
+        &run(&["decode", "cqe", "--wr-data", "bogus", &cqe(nop)], b""),
+        "an unknown opcode",
+    );
+}
+
 #[test]
 fn wqe_json_has_ctrl_and_segments() {
     let wqe = "00 00 0f 0a 00 1d bb 03 00 00 00 08 00 00 00 00\n\

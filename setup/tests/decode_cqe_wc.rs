@@ -6,10 +6,10 @@
 //! (`wr_id` comes from the work queue, not the CQE: not compared.)
 //!
 //! `MLX5DP_CQE_CASES=/abs/path` replays that file (same format) instead,
-//! e.g. one `tests/refcheck/poll_ref.py gen` wrote. Gaps there (counted,
-//! not failures): a requester CQE of NOP, UMR, SET_PSV or MMO, whose
-//! `wc_opcode` libmlx5 takes from the QP (`sq.wr_data`), which a lone CQE
-//! does not carry; CQE opcodes libmlx5 reports without a work request
+//! e.g. one `tests/refcheck/poll_ref.py gen` wrote (a requester CQE of NOP,
+//! UMR, SET_PSV or MMO takes its `wc_opcode` from the QP's `sq.wr_data`,
+//! 0 in the fabricated QP: `decode cqe`'s default `--wr-data`). Gaps there
+//! (counted, not failures): CQE opcodes libmlx5 reports without a work request
 //! (RESIZE_CQ, reserved 7–11), which `decode cqe` reports no `wc_*` for;
 //! scatter-to-CQE cases whose status comes from copying into the posted
 //! SGEs (`IBV_WC_LOC_LEN_ERR` and others from `mlx5_copy_to_send_wqe`).
@@ -56,10 +56,6 @@ fn gap(kv: &BTreeMap<String, String>, cqe: &[u8]) -> Option<&'static str> {
     }
     if opcode == 5 || (7..=11).contains(&opcode) {
         return Some("CQE opcode reported without a work request");
-    }
-    // NOP, UMR, SET_PSV, MMO: the opcode recorded at post time.
-    if opcode == 0 && matches!(cqe[56], 0x00 | 0x25 | 0x20 | 0x2f) {
-        return Some("requester opcode from sq.wr_data");
     }
     None
 }

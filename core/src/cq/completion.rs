@@ -62,9 +62,38 @@ pub enum WcOpcode {
 }
 
 impl WcOpcode {
+    /// Every opcode, in `verbs.h` order.
+    pub const ALL: [Self; 20] = [
+        Self::Send,
+        Self::RdmaWrite,
+        Self::RdmaRead,
+        Self::CompSwap,
+        Self::FetchAdd,
+        Self::BindMw,
+        Self::LocalInv,
+        Self::Tso,
+        Self::Flush,
+        Self::AtomicWrite,
+        Self::Recv,
+        Self::RecvRdmaWithImm,
+        Self::TmAdd,
+        Self::TmDel,
+        Self::TmSync,
+        Self::TmRecv,
+        Self::TmNoTag,
+        Self::Driver1,
+        Self::Driver2,
+        Self::Driver3,
+    ];
+
     /// The raw `ibv_wc_opcode` value.
     pub const fn raw(self) -> u32 {
         self as u32
+    }
+
+    /// The opcode of a raw `ibv_wc_opcode` value, if it names one.
+    pub fn from_raw(raw: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|op| op.raw() == raw)
     }
 
     /// The requester opcode libmlx5 derives from the CQE's send opcode

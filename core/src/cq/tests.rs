@@ -1951,3 +1951,17 @@ fn burst_matches_poll_on_random_streams() {
         );
     }
 }
+
+/// `WcOpcode::from_raw` names every opcode of `WcOpcode::ALL` by its
+/// `verbs.h` value, and nothing else.
+#[test]
+fn wc_opcode_from_raw_round_trips() {
+    for op in WcOpcode::ALL {
+        assert_eq!(WcOpcode::from_raw(op.raw()), Some(op));
+    }
+    let known = |n: u32| WcOpcode::ALL.iter().any(|op| op.raw() == n);
+    for n in (0..300).filter(|&n| !known(n)) {
+        assert_eq!(WcOpcode::from_raw(n), None, "{n}");
+    }
+    assert_eq!(WcOpcode::from_raw(136), Some(WcOpcode::Driver2));
+}

@@ -7,11 +7,12 @@
 //! status (2 for bad input, 1 for an I/O failure).
 
 use super::cq::{decode_ring, CqLayout, RingError, RingParams};
-use super::cqe::{decode_cqe, CqeSize};
+use super::cqe::{decode_cqe, wc_opcode_name, CqeSize};
 use super::mini::{decode_minis, MiniFormat};
 use super::wqe::{decode_wqe, QpType};
 use super::DecodeError;
 use crate::hexdump::{self, HexError};
+use mlx5dp::cq::WcOpcode;
 use std::fmt;
 use std::io::Read;
 
@@ -44,11 +45,20 @@ pub enum DecodeWhat {
     /// (`wc_opcode`, `wc_byte_len`, `wc_imm_data` in host order,
     /// `wc_flags`, `wc_qp_num`, `wc_src_qp`, `wc_pkey_index`, `wc_slid`,
     /// `wc_sl`, `wc_dlid_path_bits`, `wc_vendor_err`), as on a QP with the
-    /// receive checksum capability and no SRQ.
+    /// receive checksum capability and no SRQ, whose send slot recorded
+    /// `--wr-data`.
     Cqe {
         /// CQE size of the CQ; default: the input length (64 or 128 bytes).
         #[arg(long, value_enum)]
         cqe_size: Option<CqeSize>,
+        /// The completion opcode libmlx5 recorded when the WQE was posted
+        /// (`sq.wr_data`: e.g. local_inv for a local invalidate, sent as a
+        /// UMR WQE), an `ibv_wc_opcode` name or number: the `wc_opcode` of
+        /// a NOP, UMR, SET_PSV or MMO requester CQE, and of every requester
+        /// CQE if it is driver2 (a raw WQE); default send (0), what a slot
+        /// nothing was recorded in holds.
+        #[arg(long, value_parser = wc_opcode_arg, default_value = "send")]
+        wr_data: WcOpcode,
         /// Print one JSON object instead of a field list.
         #[arg(long)]
         json: bool,
@@ -222,16 +232,40 @@ fn render(json: bool, value: serde_json::Value, human: String) -> String {
     }
 }
 
+/// An `ibv_wc_opcode` by its name (`wc_opcode_name`: `send`, `local_inv`,
+/// ..., any case) or its number (decimal or 0x-hex).
+fn wc_opcode_arg(s: &str) -> Result<WcOpcode, String> {
+    let by_name = WcOpcode::ALL
+        .into_iter()
+        .find(|&op| wc_opcode_name(op).eq_ignore_ascii_case(s));
+    let by_number = || {
+        let n = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => s.parse().ok()?,
+        };
+        WcOpcode::from_raw(n)
+    };
+    by_name.or_else(by_number).ok_or_else(|| {
+        let names: Vec<&str> = WcOpcode::ALL.into_iter().map(wc_opcode_name).collect();
+        format!(
+            "`{s}`: an ibv_wc_opcode ({}) or its number",
+            names.join(" ")
+        )
+    })
+}
+
 /// Runs `mlx5dp decode`: returns what to print on standard output.
 pub fn run(args: &DecodeArgs, stdin: &mut dyn Read) -> Result<String, CliError> {
     match &args.what {
         DecodeWhat::Cqe {
             cqe_size,
+            wr_data,
             json,
             hex,
         } => {
             let bytes = hexdump::parse(&input_text(hex, stdin)?)?;
-            let d = decode_cqe(&bytes, *cqe_size)?;
+            let mut d = decode_cqe(&bytes, *cqe_size)?;
+            d.wr_data = *wr_data;
             Ok(render(*json, d.to_json(), d.to_human()))
         }
         DecodeWhat::Wqe { qp, json, hex } => {
@@ -281,6 +315,7 @@ mod tests {
         DecodeArgs {
             what: DecodeWhat::Cqe {
                 cqe_size: None,
+                wr_data: WcOpcode::Send,
                 json,
                 hex: hex.iter().map(|s| s.to_string()).collect(),
             },

@@ -28,9 +28,10 @@ use super::cqe::{CqeSize, DecodedCqe};
 use super::mini::MiniFormat;
 use super::{Fields, Value};
 use mlx5dp::cq::{
-    zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, Origin, PollError, RawCounters,
+    zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, LookupError, Origin, PollError,
+    RawCounters, RecvRetired, SendRetired, StrideCompletion, WcOpcode, WorkQueues, WqRef,
 };
-use mlx5dp::prm::{CqeFormat, CqeOpcode, MiniCqeFormat, MprqByteCnt, OpOwn};
+use mlx5dp::prm::{CqeFormat, CqeOpcode, MiniCqeFormat, MprqByteCnt, OpOwn, WcStatus};
 use std::fmt;
 use std::fmt::Write as _;
 
@@ -305,7 +306,7 @@ pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, Rin
 /// the `wqe_counter`. `None` when the poller reports no completion for it:
 /// an entry hardware still owns (opcode INVALID), a compressed CQE, a
 /// RESIZE_CQ CQE, an opcode the poller refuses.
-pub fn wc_of(bytes: &[u8], size: CqeSize) -> Option<mlx5dp::cq::Wc> {
+pub fn wc_of(bytes: &[u8], size: CqeSize, wr_data: WcOpcode) -> Option<mlx5dp::cq::Wc> {
     let core_size = match size {
         CqeSize::B64 => mlx5dp::cq::CqeSize::B64,
         CqeSize::B128 => mlx5dp::cq::CqeSize::B128,
@@ -319,15 +320,58 @@ pub fn wc_of(bytes: &[u8], size: CqeSize) -> Option<mlx5dp::cq::Wc> {
     // own owner bit.
     let ci = u32::from(owner);
     ring.with_cq(1, core_size, CqConfig::default(), ci, |cq| {
-        let mut wqs = RawCounters {
-            rx_csum_valid: true,
-        };
+        let mut wqs = OneSlot { wr_data };
         let mut wc = None;
         cq.poll(&mut wqs, 1, |c| wc = Some(c.to_wc())).ok()?;
         wc
     })
     .ok()
     .flatten()
+}
+
+/// The work queues of [`wc_of`]: a send slot whose recorded completion
+/// opcode (libmlx5 `sq.wr_data`) is `wr_data`, a receive queue with the
+/// checksum capability (as [`RawCounters`] with `rx_csum_valid`).
+struct OneSlot {
+    wr_data: WcOpcode,
+}
+
+impl WorkQueues for OneSlot {
+    fn retire_send(
+        &mut self,
+        _: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<SendRetired, LookupError> {
+        Ok(SendRetired {
+            wr_id: u64::from(wqe_counter),
+            wr_opcode: Some(self.wr_data),
+        })
+    }
+
+    fn retire_recv(
+        &mut self,
+        _: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        Ok(RecvRetired {
+            wr_id: u64::from(wqe_counter),
+            rx_csum_valid: true,
+        })
+    }
+
+    fn retire_strides(
+        &mut self,
+        _: WqRef,
+        c: StrideCompletion,
+        _: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        Ok(RecvRetired {
+            wr_id: u64::from(c.stride_index),
+            rx_csum_valid: true,
+        })
+    }
 }
 
 /// Enhanced layout, `--ci` at a compressed CQE: its title is the regular
@@ -475,6 +519,7 @@ fn poll_all(
                 size: params.cqe_size,
                 cqe,
                 first_half,
+                wr_data: WcOpcode::Send,
             },
             striding,
         });

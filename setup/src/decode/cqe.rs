@@ -74,6 +74,12 @@ pub struct DecodedCqe {
     pub cqe: Cqe64,
     /// First half of a 128-byte slot (inline-scattered data or padding).
     pub first_half: Option<[u8; 64]>,
+    /// The completion opcode recorded when the WQE was posted (libmlx5
+    /// `sq.wr_data`), which libmlx5 reports for a NOP, UMR, SET_PSV or MMO
+    /// requester CQE, and for any requester CQE if it is `IBV_WC_DRIVER2`;
+    /// [`decode_cqe`] sets `IBV_WC_SEND` (0), what a slot nothing was
+    /// recorded in holds (`mlx5dp decode cqe --wr-data`).
+    pub wr_data: WcOpcode,
 }
 
 /// Decodes a CQE. `size` `None` takes the size from the input length
@@ -111,6 +117,7 @@ pub fn decode_cqe(bytes: &[u8], size: Option<CqeSize>) -> Result<DecodedCqe, Dec
         size,
         cqe,
         first_half,
+        wr_data: WcOpcode::Send,
     })
 }
 
@@ -259,7 +266,7 @@ impl DecodedCqe {
     /// as libmlx5 stores it host-order in the `__be32`); an error,
     /// `wc_vendor_err`.
     fn wc_fields(&self, f: &mut Fields) {
-        let Some(wc) = super::cq::wc_of(&self.slot_bytes(), self.size) else {
+        let Some(wc) = super::cq::wc_of(&self.slot_bytes(), self.size, self.wr_data) else {
             return;
         };
         if let Some(op) = wc.opcode {
