@@ -348,6 +348,15 @@ impl DecodedCqe {
                     .hex("eth_wqe_id", e.eth_wqe_id.get(), 4)
                     .hex("ib_stride_index", e.ib_stride_index.get(), 4);
             }
+        } else if matches!(c.op_own.opcode(), 5 | 7..=11) {
+            // RESIZE_CQ and the reserved opcodes 7-11: libmlx5 v44's
+            // `mlx5_parse_cqe` writes `wc_flags = 0` and `qp_num` before
+            // its opcode switch, has no case for them, and returns the
+            // entry as a completion, the rest of the `ibv_wc` unwritten
+            // (the core's poller takes none of them as a completion).
+            f.hex("wc_qp_num", self.qpn(), 6)
+                .hex("wc_flags", 0u32, 2)
+                .text("wc_flags_names", "");
         }
         if self.opcode() == CqeOpcode::Req {
             f.text("send_opcode", c.send_opcode().name()).hex(
@@ -528,6 +537,33 @@ mod tests {
         assert_eq!(j["wc_status_name"], "success");
         assert_eq!(j["byte_cnt"], 0x40);
         assert!(j.get("syndrome").is_none());
+    }
+
+    /// RESIZE_CQ and reserved opcodes: libmlx5 v44's `mlx5_parse_cqe`
+    /// writes only `wc_flags` (0) and `qp_num`; NO_PACKET (without tag
+    /// matching) and SIG_ERR (no such mkey) fail the poll: no `wc_*`.
+    #[test]
+    fn resize_and_reserved_opcodes_write_qp_num_and_flags_only() {
+        for (op, wc) in [(5, true), (7, true), (11, true), (6, false), (12, false)] {
+            let mut b = [0u8; 64];
+            b[56..60].copy_from_slice(&[0x0a, 0x00, 0x01, 0x23]);
+            b[63] = op << 4;
+            let j = decode_cqe(&b, None).unwrap().to_json();
+            let keys: Vec<&str> = j
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .filter(|k| k.starts_with("wc_"))
+                .collect();
+            if wc {
+                assert_eq!(keys, ["wc_qp_num", "wc_flags", "wc_flags_names"], "{op}");
+                assert_eq!(j["wc_qp_num"], 0x123, "{op}");
+                assert_eq!(j["wc_flags"], 0, "{op}");
+            } else {
+                assert!(keys.is_empty(), "{op}: {keys:?}");
+            }
+        }
     }
 
     #[test]
