@@ -240,14 +240,11 @@ impl WorkQueues for Recorded {
 
     fn retire_recv(
         &mut self,
-        _: WqRef,
+        wq: WqRef,
         wqe_counter: u16,
-        _: WcStatus,
+        status: WcStatus,
     ) -> Result<RecvRetired, LookupError> {
-        Ok(RecvRetired {
-            wr_id: u64::from(wqe_counter),
-            rx_csum_valid: false,
-        })
+        RawCounters::default().retire_recv(wq, wqe_counter, status)
     }
 }
 

@@ -351,26 +351,27 @@ impl WorkQueues for OneSlot {
 
     fn retire_recv(
         &mut self,
-        _: WqRef,
+        wq: WqRef,
         wqe_counter: u16,
-        _: WcStatus,
+        status: WcStatus,
     ) -> Result<RecvRetired, LookupError> {
-        Ok(RecvRetired {
-            wr_id: u64::from(wqe_counter),
-            rx_csum_valid: true,
-        })
+        recv().retire_recv(wq, wqe_counter, status)
     }
 
     fn retire_strides(
         &mut self,
-        _: WqRef,
+        wq: WqRef,
         c: StrideCompletion,
-        _: WcStatus,
+        status: WcStatus,
     ) -> Result<RecvRetired, LookupError> {
-        Ok(RecvRetired {
-            wr_id: u64::from(c.stride_index),
-            rx_csum_valid: true,
-        })
+        recv().retire_strides(wq, c, status)
+    }
+}
+
+/// [`OneSlot`]'s receive side.
+fn recv() -> RawCounters {
+    RawCounters {
+        rx_csum_valid: true,
     }
 }
 
