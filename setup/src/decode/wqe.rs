@@ -199,8 +199,10 @@ fn opmod_name(opcode: SendOpcode, opmod: u8) -> Option<&'static str> {
 /// 5. A send whose second DS is a plausible Ethernet segment (reserved
 ///    `cs_flags`/`swp_flags` bits clear, inline header or VLAN insert that
 ///    fits the DS count) and either starts with four zero bytes (a data
-///    segment there would have a zero byte count) or requests checksums →
-///    `raw`.
+///    segment there would have a zero byte count) or requests checksums
+///    with software-parser offsets a packet can have (see
+///    [`swp_offsets_plausible`]; an RC send's data segment whose lkey's
+///    top byte reads as checksum flags has its byte count there) → `raw`.
 /// 6. Otherwise `rc`.
 pub fn infer_qp_type(bytes: &[u8]) -> (QpType, &'static str) {
     let Ok((ctrl, rest)) = CtrlSeg::read_from_prefix(bytes) else {
@@ -254,13 +256,34 @@ pub fn infer_qp_type(bytes: &[u8]) -> (QpType, &'static str) {
     let hdr_fits = eth.vlan_insert().insert()
         || EthSeg::ds_for(usize::from(eth.inline_hdr_sz.get())) < ds.max(1);
     let no_byte_count = rest.get(..4).is_some_and(|b| b.iter().all(|&x| x == 0));
-    if reserved_clear && hdr_fits && (no_byte_count || cs != 0) {
+    if reserved_clear && hdr_fits && (no_byte_count || (cs != 0 && swp_offsets_plausible(&eth))) {
         return (
             QpType::Raw,
-            "a send whose second DS reads as an Ethernet segment (checksum flags, or zero where a data segment has its byte count)",
+            "a send whose second DS reads as an Ethernet segment (zero where a data segment has its byte count, or checksum flags with software-parser offsets a packet can have)",
         );
     }
     (QpType::Rc, "a send whose second DS reads as a data segment")
+}
+
+/// Whether the Ethernet segment's software-parser offsets (2-byte units,
+/// set by the kernel's `mlx5e_set_eseg_swp` and DPDK's `txq_mbuf_to_swp`)
+/// could describe a packet: the outer L3 header starts after at least an
+/// Ethernet header (14 bytes, offset 7 or more), and every other offset
+/// given points at or after it (L4 follows L3, inner follows outer). Both
+/// writers always set the outer L3 offset when they set any. rdma-core
+/// never sets them (`rsvd0`). A data segment in their place (an RC send)
+/// has its byte count there: below 448 KiB, byte 1 (the outer L3 offset)
+/// is under 7.
+fn swp_offsets_plausible(eth: &EthSeg) -> bool {
+    let l3 = eth.swp_outer_l3_offset;
+    l3 >= 7
+        && [
+            eth.swp_outer_l4_offset,
+            eth.swp_inner_l3_offset,
+            eth.swp_inner_l4_offset,
+        ]
+        .iter()
+        .all(|&o| o == 0 || o >= l3)
 }
 
 /// Decodes one send WQE of `bytes.len()` bytes (whole 16-byte units, 16 to
@@ -935,6 +958,51 @@ mod tests {
             (Some(2), Some(0xb))
         );
         assert_eq!(av["rlid"], 0xc000);
+    }
+
+    /// An RC SEND with data segments whose first lkey's top byte reads as
+    /// Ethernet checksum flags (here 0xf0: L4|L3|L4 inner|L3 inner, as a
+    /// random lkey has it) is still RC: read as an Ethernet segment, its
+    /// byte count would be software-parser offsets no packet has (outer L3
+    /// at byte 0), and libmlx5 never sets them. The WQE libmlx5 wrote for
+    /// `ibv_wr_send` + `ibv_wr_set_sge(0xf020c2a5, 0x200001000, 1024)`
+    /// (tests/refcheck/decode_wqe_check.py, generated case
+    /// `wr_rc_send_sge1_uuar1_ring_end_r0967`; was inferred `raw`), and the
+    /// same with two SGEs. An Ethernet segment with the offsets the kernel's
+    /// `mlx5e_set_eseg_swp` writes for a VXLAN packet (outer L3 at 14, outer
+    /// L4 at 34, inner L3 at 64, inner L4 at 84 bytes) and checksum flags
+    /// is still raw.
+    #[test]
+    fn data_segment_with_csum_like_lkey_is_not_taken_for_ethernet() {
+        let one = crate::hexdump::parse(
+            "00a63d0a0001230200000008a5a5a5a500000400f020c2a50000000200001000\
+             a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5",
+        )
+        .unwrap();
+        let d = decode_wqe(&one, None).unwrap();
+        assert_eq!(d.qp_type, QpType::Rc, "{:?}", d.inferred_because);
+        let j = d.to_json();
+        assert_eq!(j["segments"][0]["type"], "data");
+        assert_eq!(j["segments"][0]["byte_count"], 1024);
+        assert_eq!(j["segments"][0]["lkey"], 0xf020_c2a5u32);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+
+        let mut two = one.clone();
+        two[7] = 3;
+        two[32..48].copy_from_slice(&[0, 1, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 2, 0, 0, 0x50, 0]);
+        let d = decode_wqe(&two, None).unwrap();
+        assert_eq!(d.qp_type, QpType::Rc, "{:?}", d.inferred_because);
+        assert_eq!(d.segments.len(), 2);
+
+        let mut swp = vec![0u8; 64];
+        swp[..16].copy_from_slice(&[0, 0, 0, 0x0a, 0, 0, 0x42, 3, 0, 0, 0, 8, 0, 0, 0, 0]);
+        swp[16..22].copy_from_slice(&[17, 7, 42, 32, 0xf0, 0x03]);
+        swp[32..48].copy_from_slice(&[0, 0, 0, 0x60, 0, 0, 0, 7, 0, 0, 0, 2, 0, 0, 0, 0]);
+        let d = decode_wqe(&swp, None).unwrap();
+        assert_eq!(d.qp_type, QpType::Raw, "{:?}", d.inferred_because);
+        // The same offsets with no outer L3 offset are no packet's: RC.
+        swp[17] = 0;
+        assert_eq!(decode_wqe(&swp, None).unwrap().qp_type, QpType::Rc);
     }
 
     /// An RC inline SEND whose payload byte 4 has bit 7 set (where a UD
