@@ -22,9 +22,21 @@
 //!   which catches a lost line or a duplicated byte. Lines of an
 //!   offset-prefixed dump without an offset are log text and are skipped —
 //!   unless they hold nothing but hex, which would be bytes silently lost,
-//!   so that is an error.
+//!   so that is an error. The one exception is a row an e-mail client
+//!   wrapped: a line of bytes alone right after a short row, that makes it
+//!   exactly full width, is its tail.
 //! - **`hexdump -C`** rows (`00000000  00 11 ... |..|`), offsets checked
 //!   the same way.
+//! - **Word dumps inside log text**, as they are pasted from a terminal or
+//!   an issue, when the input is none of the above: libmlx5's
+//!   `mlx5: <host>: got completion with error:` line before the rows, the
+//!   older kernel `mlx5_ib` `dump error cqe` line (whose rows are
+//!   `%08x %08x %08x %08x` too), any per-line prefix before the four words
+//!   of a row (`dmesg -H` `[  +0.000002]`, a CI timestamp, a `> ` quote,
+//!   a Markdown code span)
+//!   and the log lines after the rows. The rows must be one block; a line
+//!   that is not a row but holds a `%08x` word or nothing but hex is an
+//!   error, never skipped.
 //!
 //! Empty lines and lines starting with `#` are ignored everywhere.
 //!
@@ -335,6 +347,110 @@ fn hexdump_c_row(toks: &[Token<'_>]) -> Option<(u64, Vec<u8>)> {
 
 /// Reads the bytes of a dump and tells which style it was written in.
 pub fn parse_dump(text: &str) -> Result<Dump, HexError> {
+    match parse_dump_strict(text) {
+        Ok(dump) => Ok(dump),
+        // A word dump pasted with the log around it: only tried when the
+        // text is not a dump in the strict styles, and only accepted when
+        // it is one block of word rows; otherwise the strict error stands.
+        Err(strict) => logged_word_dump(text).ok_or(strict),
+    }
+}
+
+/// The bytes of a word row: a line whose last four tokens are `%08x`
+/// words (anything before them is a log prefix), unless the token before
+/// them is a `print_hex_dump` offset (a group-size-4 dump is in host byte
+/// order, see [`HexError::GroupedBytes`]) or also a word (a fifth word:
+/// which four are the row is not known).
+fn word_row(toks: &[Token<'_>]) -> Option<Vec<u8>> {
+    let is_word = |t: &Token<'_>| t.text.len() == 8 && is_hex(t.text);
+    let split = toks.len().checked_sub(4)?;
+    let (prefix, words) = toks.split_at(split);
+    if !words.iter().all(is_word) {
+        return None;
+    }
+    if let Some(before) = prefix.last() {
+        if is_word(before) || offset_token(before.text).is_some() {
+            return None;
+        }
+    }
+    let mut bytes = Vec::with_capacity(16);
+    for w in words {
+        push_plain(w.text, 0, &mut bytes).ok()?;
+    }
+    Some(bytes)
+}
+
+/// An rdma-core or kernel word dump inside log text, as it is pasted from
+/// a terminal or an issue: libmlx5's `mlx5: <host>: got completion with
+/// error:` line before the rows (rdma-core `providers/mlx5/cq.c`), the
+/// kernel's `dump error cqe` line (older `mlx5_ib` `dump_cqe`, which
+/// printed `%08x %08x %08x %08x` rows too), per-line prefixes the strict
+/// reader does not know (a `dmesg -H` stamp `[  +0.000002]`, a CI
+/// timestamp `19:34:56`, a `> ` quote) and the application's log lines
+/// after them. Every word row is four `%08x` words at the end of its line
+/// (digits already in memory order, as in [`DumpStyle::Words`]); the rows
+/// must be one block. Other lines are log text and are skipped, but only
+/// when they hold no `%08x` word and are not all hex (bytes that would be
+/// silently lost). `None` when the text is not such a dump.
+fn logged_word_dump(text: &str) -> Option<Dump> {
+    let mut bytes = Vec::new();
+    // Rows seen, and whether log text has followed them.
+    let mut rows = 0usize;
+    let mut text_after_rows = false;
+    for line in text.lines() {
+        let l = strip_dmesg_stamp(line).trim_start();
+        // An e-mail or Markdown quote (`> `, `>> `, `> > `), and a
+        // Markdown code span around the line (``` ``00000000 ..`` ```).
+        let l = l
+            .trim_start_matches(|c: char| c == '>' || c.is_whitespace())
+            .trim_matches(|c: char| c == '`' || c.is_whitespace());
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let toks = tokens(l);
+        if let Some(row) = word_row(&toks) {
+            if text_after_rows {
+                return None;
+            }
+            bytes.extend_from_slice(&row);
+            rows += 1;
+            continue;
+        }
+        let has_word = toks.iter().any(|t| t.text.len() == 8 && is_hex(t.text));
+        let all_hex = toks.iter().all(|t| {
+            let digits = t
+                .text
+                .strip_prefix("0x")
+                .or_else(|| t.text.strip_prefix("0X"))
+                .unwrap_or(t.text);
+            is_hex(digits)
+        });
+        if has_word || all_hex {
+            return None;
+        }
+        text_after_rows |= rows > 0;
+    }
+    (rows > 0).then_some(Dump {
+        bytes,
+        style: DumpStyle::Words,
+    })
+}
+
+/// The bytes of a line that is the wrapped tail of a `print_hex_dump` row
+/// of `have` bytes: nothing but two-digit hex bytes (after e-mail quote
+/// marks), exactly as many as the row lacks to be `width` bytes wide. Any
+/// other hex-only line stays an error ([`HexError::MixedStyles`]).
+fn wrapped_tail(toks: &[Token<'_>], have: usize, width: usize) -> Option<Vec<u8>> {
+    let bytes: Vec<u8> = toks
+        .iter()
+        .skip_while(|t| t.text.chars().all(|c| c == '>'))
+        .map(|t| hex_byte(t.text))
+        .collect::<Option<_>>()?;
+    (!bytes.is_empty() && have + bytes.len() == width).then_some(bytes)
+}
+
+/// [`parse_dump`] without the logged-word-dump fallback.
+fn parse_dump_strict(text: &str) -> Result<Dump, HexError> {
     // Pass 1: does any line carry a print_hex_dump offset, or is the input hexdump -C?
     let lines: Vec<(usize, Vec<Token<'_>>)> = text
         .lines()
@@ -365,12 +481,30 @@ pub fn parse_dump(text: &str) -> Result<Dump, HexError> {
             .flat_map(|(_, toks)| toks.iter())
             .find(|t| offset_token(t.text).is_some() && t.text.len() > 9)
             .map(|t| t.text.len());
+        // The length of the row on the line before, while a wrapped tail
+        // may still follow it, and the widest row so far.
+        let mut open_row: Option<usize> = None;
+        let mut widest = 16usize;
         for (line, toks) in &lines {
             let rows = if offset_style {
                 let rows = offset_rows(toks, *line)?;
-                if rows.is_empty() && !toks.is_empty() && toks.iter().all(|t| is_hex(t.text)) {
-                    return Err(HexError::MixedStyles { line: *line });
+                if rows.is_empty() {
+                    if let Some(tail) = open_row.and_then(|n| wrapped_tail(toks, n, widest)) {
+                        // A row an e-mail client wrapped: its tail, alone on
+                        // the next line, completes it to full width (the
+                        // next row's offset checks that too).
+                        open_row = None;
+                        bytes.extend_from_slice(&tail);
+                        continue;
+                    }
+                    if !toks.is_empty() && toks.iter().all(|t| is_hex(t.text)) {
+                        return Err(HexError::MixedStyles { line: *line });
+                    }
                 }
+                if let Some(w) = rows.iter().map(|r| r.1.len()).max() {
+                    widest = widest.max(w);
+                }
+                open_row = rows.last().map(|r| r.1.len()).filter(|n| *n < widest);
                 rows
             } else if toks.first().is_some_and(|t| t.text == "*") {
                 return Err(HexError::CollapsedRows { line: *line });
@@ -561,6 +695,179 @@ mod tests {
         );
     }
 
+    /// The last row of each source below, in memory order.
+    fn last_row(bytes: &[u8]) -> &[u8] {
+        bytes.get(48..64).unwrap_or_default()
+    }
+
+    #[test]
+    fn rdma_core_dump_with_its_header_and_the_log_after_it() {
+        // spdk/spdk#961, as posted: libmlx5's header line, the rows, then
+        // the application's own log line.
+        let text = "\
+mlx5: ogden-rust.west.isilon.com: got completion with error:
+00000000 00000000 00000000 00000000
+00000000 00000000 00000000 00000000
+000000b3 00000000 00000000 00000000
+00000000 93005204 0a0019a1 c0921cd2
+nvme_rdma.c:1748:nvme_rdma_qpair_process_completions: *ERROR*: CQ error on Queue Pair 0x7efd94490ac0, Opcode 128, Response Index 139627583889688 (4): local protection error
+";
+        let d = parse_dump(text).unwrap();
+        assert_eq!(d.style, DumpStyle::Words);
+        assert_eq!(d.bytes.len(), 64);
+        assert_eq!(d.bytes[35], 0xb3);
+        assert_eq!(
+            last_row(&d.bytes),
+            &[0, 0, 0, 0, 0x93, 0, 0x52, 0x04, 0x0a, 0, 0x19, 0xa1, 0xc0, 0x92, 0x1c, 0xd2]
+        );
+    }
+
+    #[test]
+    fn kernel_dump_cqe_rows_with_dmesg_relative_stamps() {
+        // spdk/spdk#964: the older kernel mlx5_ib dump_cqe, read with `dmesg -H`.
+        let text = "\
+[Sep 2 06:28] mlx5_bond_0:dump_cqe:276:(pid 1436): dump error cqe
+[  +0.000002] 00000000 00000000 00000000 00000000
+[  +0.000001] 00000000 00000000 00000000 00000000
+[  +0.000000] 00000000 00000000 00000000 00000000
+[  +0.000001] 00000000 00008813 1001af37 115e97d3
+[  +0.000005] nvmet_rdma: RDMA READ for CQE 0xffff9d8562295810 failed with status remote access error (10).
+";
+        let d = parse_dump(text).unwrap();
+        assert_eq!(d.style, DumpStyle::Words);
+        assert_eq!(
+            last_row(&d.bytes),
+            &[0, 0, 0, 0, 0, 0, 0x88, 0x13, 0x10, 0x01, 0xaf, 0x37, 0x11, 0x5e, 0x97, 0xd3]
+        );
+        // A plain dmesg stamp before each row reads the same.
+        let plain = text.replace("[  +0.00000", "[ 5.00000");
+        assert_eq!(parse(&plain).unwrap(), d.bytes);
+    }
+
+    #[test]
+    fn ci_timestamps_and_quoted_rows() {
+        // openucx/ucx#1770: a CI log with a timestamp on every line.
+        let ci = "\
+19:34:56 mlx5: hpc-test-node2: got completion with error:
+19:34:56 00000000 00000000 00000000 00000000
+19:34:56 00000000 00000000 00000000 00000000
+19:34:56 00000002 00000000 00000000 00000000
+19:34:56 00000000 00008a12 1002a8af 0001a2d2
+19:34:56 [1502987696.853057] [hpc-test-node2:36589:4]       dc_verbs.c:593  UCX  ERROR Send completion with error on qp 0x2a8af: remote invalid request error syndrome 0x8a
+";
+        let d = parse_dump(ci).unwrap();
+        assert_eq!(d.style, DumpStyle::Words);
+        assert_eq!(d.bytes[35], 0x02);
+        assert_eq!(
+            &last_row(&d.bytes)[4..12],
+            &[0, 0, 0x8a, 0x12, 0x10, 0x02, 0xa8, 0xaf]
+        );
+        // charmplusplus/charm#2532: the same style quoted, with empty quote lines.
+        let quoted = "\
+> mlx5: c101-011.frontera.tacc.utexas.edu: got completion with error:
+> 
+> 00000000 00000000 00000000 00000000
+> 
+> 00000000 00000000 00000000 00000000
+> 
+> 00000002 00000000 00000000 00000000
+> 
+> 00000000 00008a12 0a03eb2b 0026c1d2
+> 
+";
+        let q = parse_dump(quoted).unwrap();
+        assert_eq!(q.bytes.len(), 64);
+        // facebookarchive/caffe2#616: every line in a Markdown code span.
+        let spans = "\
+``mlx5: node006.ib.cluster: got completion with error:``
+``00000000 00000000 00000000 00000000``
+``00000000 00000000 00000000 00000000``
+``00000004 00000000 00000000 00000000``
+``00000000 9200c211 00000086 0003d9e0``
+``terminate called after throwing an instance of 'gloo::EnforceNotMet'``
+";
+        let s = parse_dump(spans).unwrap();
+        assert_eq!(
+            last_row(&s.bytes),
+            &[0, 0, 0, 0, 0x92, 0, 0xc2, 0x11, 0, 0, 0, 0x86, 0, 0x03, 0xd9, 0xe0]
+        );
+        assert_eq!(
+            &last_row(&q.bytes)[8..],
+            &[0x0a, 0x03, 0xeb, 0x2b, 0x00, 0x26, 0xc1, 0xd2]
+        );
+    }
+
+    #[test]
+    fn logged_word_dumps_never_lose_bytes_silently() {
+        let rows = "00000000 00000000 00000000 00000000\n";
+        let header = "mlx5: node: got completion with error:\n";
+        // Log text between rows: a row may be missing.
+        let split = format!("{header}{rows}some log line\n{rows}");
+        assert!(parse(&split).is_err());
+        // A row run into the next log line (openucx/ucx#1569): not a row,
+        // and it holds words, so it is refused rather than skipped.
+        let glued = format!(
+            "{header}{rows}00000000 00008813 08006214 0000f6d2[1496344648.549828] [vegas06:14872:0] UCX ERROR\n"
+        );
+        assert!(parse(&glued).is_err());
+        // A fifth word: which four are the row is unknown.
+        assert!(parse(&format!("{header}deadbeef {rows}")).is_err());
+        // Log text holding a word, or nothing but hex.
+        assert!(parse(&format!("{header}{rows}qp 0000f6d2 failed\n")).is_err());
+        assert!(parse(&format!("{header}{rows}00 11\n")).is_err());
+        // A group-size-4 print_hex_dump stays refused (host byte order).
+        assert!(matches!(
+            parse("x: 00000000: 00000000 00000000 00000000 00000000\nlog text\n"),
+            Err(HexError::GroupedBytes { .. })
+        ));
+        // Text without any row keeps its strict error.
+        assert_eq!(
+            parse("mlx5: node: got completion with error:\n"),
+            Err(HexError::NotHex {
+                line: 1,
+                token: "mlx5:".into()
+            })
+        );
+    }
+
+    #[test]
+    fn rows_an_email_client_wrapped() {
+        // RDMA/mlx5 "Fix a race for an ODP MR" as first posted (2025-01-19):
+        // every row wrapped after 13 bytes, and the same quoted in a reply.
+        let wrapped = "\
+infiniband rocep8s0f0: dump_cqe:277:(pid 0): WC error: 6,
+Message: memory bind operation error
+cqe_dump: 00000000: 00 00 00 00 00 00 00 00 00 00 00 00 00
+                    00 00 00
+cqe_dump: 00000010: 00 00 00 00 00 00 00 00 00 00 00 00 00
+                    00 00 00
+cqe_dump: 00000020: 00 00 00 00 00 00 00 00 00 00 00 00 00
+                    00 00 00
+cqe_dump: 00000030: 00 00 00 00 08 00 78 06 25 00 11 b9 00
+                    0e dd d2
+------------[ cut here ]------------
+";
+        let d = parse_dump(wrapped).unwrap();
+        assert_eq!(d.style, DumpStyle::PrintHexDump);
+        assert_eq!(d.bytes.len(), 64);
+        assert_eq!(
+            last_row(&d.bytes),
+            &[0, 0, 0, 0, 8, 0, 0x78, 0x06, 0x25, 0, 0x11, 0xb9, 0, 0x0e, 0xdd, 0xd2]
+        );
+        let quoted: String = wrapped.lines().map(|l| format!("> {l}\n")).collect();
+        assert_eq!(parse(&quoted).unwrap(), d.bytes);
+        // A tail that does not complete the row is still refused.
+        assert!(matches!(
+            parse("00000000: 00 11 22\n33 44\n"),
+            Err(HexError::MixedStyles { line: 2 })
+        ));
+        // So is a tail after a full row, or one more than the row lacks.
+        let full = format!("00000000: {}\n00\n", ["00"; 16].join(" "));
+        assert!(parse(&full).is_err());
+        let over = format!("00000000: {}\n00 00 00 00\n", ["00"; 13].join(" "));
+        assert!(parse(&over).is_err());
+    }
+
     #[test]
     fn hexdump_c_rows() {
         let text = "00000000  00 01 02 03 04 05 06 07  08 09 0a 0b 0c 0d 0e 0f  |................|\n00000010  10 11                                             |..|\n00000012\n";
@@ -646,7 +953,7 @@ mod tests {
 
     #[test]
     fn arbitrary_text_never_panics() {
-        const ALPHABET: &[u8] = b"0123456789abcdefABx:[]. |,#*\n\t\xff";
+        const ALPHABET: &[u8] = b"0123456789abcdefABx:[]. |,#*>+\n\t\xff";
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..20_000 {
             let len = (next(&mut state) % 120) as usize;

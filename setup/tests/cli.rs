@@ -158,6 +158,22 @@ fn every_captured_record_in_every_input_style() {
             rec.id
         );
 
+        // The same rows as they are logged: libmlx5's header line before
+        // them, a `dmesg -H` stamp on each, the application's line after.
+        let logged = format!(
+            "mlx5: node-01: got completion with error:\n{}[  +0.000005] app: CQ error (10): remote access error\n",
+            words
+                .lines()
+                .map(|l| format!("[  +0.000001] {l}\n"))
+                .collect::<String>()
+        );
+        assert_eq!(
+            json(&run(&args, logged.as_bytes())),
+            reference,
+            "[{}] logged word dump",
+            rec.id
+        );
+
         if rec.kind != "wqe" {
             for key in CQE_KEYS {
                 assert!(reference.get(*key).is_some(), "[{}] {key}", rec.id);
@@ -169,6 +185,31 @@ fn every_captured_record_in_every_input_style() {
             }
         }
     }
+}
+
+/// openucx/ucx#1770 as the issue shows it: a CI timestamp on every line,
+/// libmlx5's header, the rows and UCX's own error line, which printed the
+/// QP number, the status and the vendor syndrome.
+#[test]
+fn a_logged_word_dump_decodes_as_its_source_printed_it() {
+    let log = "\
+19:34:56 [1502987696.852541] [hpc-test-node2:36589:3]      ib_device.c:171  UCX  ERROR IB Async event on mlx5_0: DCT access error on DCTN 0x2a8a3
+19:34:56 mlx5: hpc-test-node2: got completion with error:
+19:34:56 00000000 00000000 00000000 00000000
+19:34:56 00000000 00000000 00000000 00000000
+19:34:56 00000002 00000000 00000000 00000000
+19:34:56 00000000 00008a12 1002a8af 0001a2d2
+19:34:56 [1502987696.853057] [hpc-test-node2:36589:4]       dc_verbs.c:593  UCX  ERROR Send completion with error on qp 0x2a8af: remote invalid request error syndrome 0x8a
+";
+    let j = json(&run(&["decode", "cqe", "--json"], log.as_bytes()));
+    assert_eq!(j["opcode"], "req_err");
+    assert_eq!(j["qpn"], 0x2a8af);
+    assert_eq!(j["vendor_syndrome"], 0x8a);
+    assert_eq!(j["wc_status"], 9);
+    assert_eq!(j["wc_status_name"], "remote invalid request error");
+    // A row run into the next log line is refused, not skipped.
+    let glued = log.replace("0001a2d2\n19:34:56 [", "0001a2d2[");
+    assert_bad_input(&run(&["decode", "cqe"], glued.as_bytes()), "glued row");
 }
 
 #[test]

@@ -75,6 +75,30 @@ const KNOWN: &[&str] = &[
     "u-spdk-500",
     "u-ali-send-wqe",
     "u-ali-send-cqe",
+    // Collected for this project from public issue threads (not in the shared collection).
+    "dpdk-warp17-2",
+    "u-ucx-857",
+    "u-ucx-1770",
+    "u-charm-2532-gatech",
+    "u-charm-2532-frontera",
+    "u-spdk-264-waikiki",
+    "u-spdk-507",
+    "u-spdk-961",
+    "u-spdk-1387",
+    "k-spdk-964",
+    "k-nvmeof-ruijter-cx6",
+    "k-odp-mr-race",
+    "e-shampo-resv-rq",
+    "u-rdma-cn-rnr",
+    "u-fluent-dapl",
+    "k-nfsordma-2",
+    "k-nfsordma-3",
+    "u-caffe2-616-node006",
+    "u-caffe2-616-node016",
+    "u-caffe2-2365",
+    "u-ucxpy-421",
+    "u-ucx-6414",
+    "u-ucx-935",
 ];
 
 /// Keys every decoded CQE has, and every decoded error CQE adds.
@@ -392,6 +416,13 @@ fn the_three_input_styles_agree() {
                 ),
             ),
             ("rdma-core words", hexdump::to_word_dump(&rec.bytes)),
+            (
+                "rdma-core words as libmlx5 logs them",
+                format!(
+                    "mlx5: node-01: got completion with error:\n{}app: CQ error (4): local protection error\n",
+                    hexdump::to_word_dump(&rec.bytes)
+                ),
+            ),
         ];
         for (style, text) in styles {
             let bytes = hexdump::parse(&text)
@@ -480,4 +511,39 @@ fn specific_decodings_of_the_captured_records() {
     let j = json("dpdk-warp17-1");
     assert_eq!(j["syndrome_name"], "local_prot_err");
     assert_eq!(j["qpn"], 0x1542);
+    // The older kernel dump_cqe of an nvmet RDMA READ: the CQE names the read.
+    let j = json("k-spdk-964");
+    assert_eq!(j["s_wqe_opcode_name"], "rdma_read");
+    assert_eq!(j["qpn"], 0x1af37);
+    // A DCI's RDMA READ refused by the DCT: remote invalid request, vendor 0x8a.
+    let j = json("u-ucx-1770");
+    assert_eq!(j["syndrome_name"], "remote_inval_req_err");
+    assert_eq!(j["s_wqe_opcode_name"], "rdma_read");
+    // Local QP operation error on an RDMA WRITE, hw_error_syndrome 0x01.
+    let j = json("u-ucx-857");
+    assert_eq!(j["wc_status"], 2);
+    assert_eq!(j["s_wqe_opcode_name"], "rdma_write");
+    assert_eq!(j["hw_syndrome"], 1);
+    // A 6.12 kernel printed "Message: memory bind operation error" for this
+    // UMR error CQE: the kernel spelling since Linux 5.13.
+    let j = json("k-odp-mr-race");
+    assert_eq!(j["s_wqe_opcode_name"], "umr");
+    assert_eq!(j["wc_status_kernel_name"], "memory bind operation error");
+    // RNR retry exceeded (syndrome 0x16) on a SEND: libmlx5 dumps it.
+    let j = json("u-rdma-cn-rnr");
+    assert_eq!(j["syndrome_name"], "rnr_retry_exc_err");
+    // SHAMPO: the same NIC failure as e-shampo-64k-rq, another CQ.
+    let j = json("e-shampo-resv-rq");
+    assert_eq!(j["opcode"], "resp_err");
+    assert_eq!(j["wc_status"], 4);
+    // A SEND refused for local protection; UCX printed vendor_err 0x52 and
+    // the hardware syndrome byte is 0x92.
+    let j = json("u-ucx-6414");
+    assert_eq!(j["s_wqe_opcode_name"], "send");
+    assert_eq!(j["hw_syndrome"], 0x92);
+    // An RDMA READ answered with a remote access error (syndrome 0x13).
+    let j = json("u-ucx-935");
+    assert_eq!(j["syndrome_name"], "remote_access_err");
+    assert_eq!(j["s_wqe_opcode_name"], "rdma_read");
+    assert_eq!(j["qpn"], 0x864);
 }

@@ -124,26 +124,34 @@ pub fn decode_cqe(bytes: &[u8], size: Option<CqeSize>) -> Result<DecodedCqe, Dec
 /// The text Linux's `ib_wc_status_msg` prints for a status
 /// (`drivers/infiniband/core/verbs.c`, `wc_statuses[]`), where it differs
 /// from libibverbs' `ibv_wc_status_str` ([`WcStatus::name`]); kernel logs
-/// (`mlx5_ib` "WC error: %d, Message: %s") use this spelling.
+/// (`mlx5_ib` "WC error: %d, Message: %s") use this spelling. This is the
+/// spelling since Linux 5.13 (commit 7d8f346504eb "RDMA/core: Make the wc
+/// status prompt message clearer": "memory bind operation error" and
+/// "remote invalid request error"); a 6.12 kernel prints the former
+/// (hw-traces record `k-odp-mr-race`). Older kernels' spellings are in
+/// [`wc_status_spellings`].
 pub fn kernel_wc_status_msg(status: WcStatus) -> &'static str {
     match status {
         WcStatus::WrFlushErr => "WR flushed",
-        WcStatus::RemInvReqErr => "invalid request error",
+        WcStatus::MwBindErr => "memory bind operation error",
+        WcStatus::RemInvReqErr => "remote invalid request error",
         WcStatus::RemAbortErr => "operation aborted",
         other => other.name(),
     }
 }
 
 /// Every spelling a log may use for a status: libibverbs' text, the
-/// current kernel's, and older kernels' (before Linux 5.x the kernel said
-/// "memory bind operation error" and "remote invalid request error").
+/// current kernel's, and older kernels' (before Linux 5.13 the kernel said
+/// "memory management operation error", as libibverbs does, and "invalid
+/// request error").
 pub fn wc_status_spellings(status: WcStatus) -> Vec<&'static str> {
     let mut out = vec![status.name(), kernel_wc_status_msg(status)];
     match status {
-        WcStatus::MwBindErr => out.push("memory bind operation error"),
-        WcStatus::RemInvReqErr => out.push("remote invalid request error"),
+        WcStatus::MwBindErr => out.push("memory management operation error"),
+        WcStatus::RemInvReqErr => out.push("invalid request error"),
         _ => {}
     }
+    out.sort_unstable();
     out.dedup();
     out
 }
@@ -687,5 +695,28 @@ mod tests {
             "remote access error"
         );
         assert!(wc_status_spellings(WcStatus::MwBindErr).contains(&"memory bind operation error"));
+    }
+
+    /// Linux 5.13+ `ib_wc_status_msg` (commit 7d8f346504eb): a 6.12 kernel
+    /// printed "WC error: 6, Message: memory bind operation error" beside
+    /// the UMR error CQE of hw-traces record `k-odp-mr-race`. Before 5.13
+    /// the kernel said "memory management operation error" and "invalid
+    /// request error"; those stay accepted spellings.
+    #[test]
+    fn kernel_spellings_since_linux_5_13() {
+        assert_eq!(
+            kernel_wc_status_msg(WcStatus::MwBindErr),
+            "memory bind operation error"
+        );
+        assert_eq!(
+            kernel_wc_status_msg(WcStatus::RemInvReqErr),
+            "remote invalid request error"
+        );
+        for (status, old) in [
+            (WcStatus::MwBindErr, "memory management operation error"),
+            (WcStatus::RemInvReqErr, "invalid request error"),
+        ] {
+            assert!(wc_status_spellings(status).contains(&old), "{old}");
+        }
     }
 }
