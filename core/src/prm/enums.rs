@@ -44,8 +44,18 @@ prm_enum! {
         ConfigCmd = 0x1f => "config_cmd",
         /// `MLX5_OPCODE_SET_PSV`.
         SetPsv = 0x20 => "set_psv",
+        /// Kernel `device.h` `MLX5_OPCODE_GET_PSV` (signature offload).
+        GetPsv = 0x21 => "get_psv",
+        /// Kernel `device.h` `MLX5_OPCODE_CHECK_PSV` (signature offload).
+        CheckPsv = 0x22 => "check_psv",
+        /// Kernel `device.h` `MLX5_OPCODE_DUMP`.
+        Dump = 0x23 => "dump",
         /// `MLX5_OPCODE_UMR`.
         Umr = 0x25 => "umr",
+        /// Kernel `device.h` `MLX5_OPCODE_RGET_PSV` (signature offload).
+        RgetPsv = 0x26 => "rget_psv",
+        /// Kernel `device.h` `MLX5_OPCODE_RCHECK_PSV` (signature offload).
+        RcheckPsv = 0x27 => "rcheck_psv",
         /// `MLX5_OPCODE_TAG_MATCHING`.
         TagMatching = 0x28 => "tag_matching",
         /// `MLX5_OPCODE_ENHANCED_MPSW` (kernel, DPDK): enhanced multi-packet send WQE.

@@ -298,9 +298,12 @@ impl DecodedCqe {
         if self.is_error() {
             f.hex("wc_vendor_err", wc.vendor_err, 2);
         } else if self.opcode() == CqeOpcode::Req {
+            // `handle_good_req` writes `byte_len` by the CQE's send opcode,
+            // before a recorded IBV_WC_DRIVER2 (raw WQE) overrides the
+            // opcode: an RDMA READ or atomic keeps its byte length.
             if matches!(
-                wc.opcode,
-                Some(WcOpcode::RdmaRead | WcOpcode::CompSwap | WcOpcode::FetchAdd)
+                self.cqe.send_opcode(),
+                SendOpcode::RdmaRead | SendOpcode::AtomicCs | SendOpcode::AtomicFa
             ) {
                 f.dec("wc_byte_len", wc.byte_len);
             }
@@ -545,6 +548,53 @@ mod tests {
         assert_eq!(j["wc_status_name"], "success");
         assert_eq!(j["byte_cnt"], 0x40);
         assert!(j.get("syndrome").is_none());
+    }
+
+    /// A raw WQE (`--wr-data driver2`) completing as an RDMA READ or an
+    /// atomic: libmlx5 v44's `handle_good_req` writes `byte_len` (the
+    /// CQE's `byte_cnt`, or 8) by the send opcode before the DRIVER2
+    /// override, so `wc_byte_len` is printed with `wc_opcode` driver2.
+    #[test]
+    fn driver2_read_and_atomic_keep_byte_len() {
+        for (sop, len) in [(0x10u8, 0x1234u64), (0x11, 8), (0x12, 8)] {
+            let mut b = [0u8; 64];
+            b[44..48].copy_from_slice(&0x1234u32.to_be_bytes());
+            b[56..60].copy_from_slice(&[sop, 0x00, 0x11, 0x50]);
+            let mut d = decode_cqe(&b, Some(CqeSize::B64)).unwrap();
+            d.wr_data = WcOpcode::Driver2;
+            let j = d.to_json();
+            assert_eq!(j["wc_opcode"], "driver2", "sop {sop:#x}");
+            assert_eq!(j["wc_byte_len"], len, "sop {sop:#x}");
+        }
+        // A plain send under DRIVER2: libmlx5 leaves byte_len unwritten.
+        let mut b = [0u8; 64];
+        b[56] = 0x0a;
+        let mut d = decode_cqe(&b, Some(CqeSize::B64)).unwrap();
+        d.wr_data = WcOpcode::Driver2;
+        assert!(d.to_json().get("wc_byte_len").is_none());
+    }
+
+    /// Send opcodes the kernel's `include/linux/mlx5/device.h` names
+    /// (`MLX5_OPCODE_GET_PSV` 0x21, `CHECK_PSV` 0x22, `DUMP` 0x23,
+    /// `RGET_PSV` 0x26, `RCHECK_PSV` 0x27) are named, in a requester
+    /// CQE's `send_opcode` and an error CQE's `s_wqe_opcode_name`.
+    #[test]
+    fn kernel_send_opcodes_are_named() {
+        for (sop, name) in [
+            (0x21u8, "get_psv"),
+            (0x22, "check_psv"),
+            (0x23, "dump"),
+            (0x26, "rget_psv"),
+            (0x27, "rcheck_psv"),
+        ] {
+            let mut b = [0u8; 64];
+            b[56] = sop;
+            let j = decode_cqe(&b, Some(CqeSize::B64)).unwrap().to_json();
+            assert_eq!(j["send_opcode"], name);
+            b[63] = 13 << 4;
+            let j = decode_cqe(&b, Some(CqeSize::B64)).unwrap().to_json();
+            assert_eq!(j["s_wqe_opcode_name"], name);
+        }
     }
 
     /// RESIZE_CQ and reserved opcodes: libmlx5 v44's `mlx5_parse_cqe`
