@@ -1366,6 +1366,10 @@ fn random_sessions_match_the_reference_expansion() {
 
 /// Every decoder path this machine can run.
 fn unzip_paths() -> Vec<UnzipPath> {
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "aarch64")),
+        expect(unused_mut, reason = "no vector path on this target")
+    )]
     let mut paths = std::vec![UnzipPath::Scalar];
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
