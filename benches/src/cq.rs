@@ -10,7 +10,8 @@
 //! Measured per completion: `Cq::poll` (or `start_poll`/`next_poll`/
 //! `end_poll`) with at most 32 completions per call, each resolved through
 //! [`RawCounters`] (the shadow-free `WorkQueues`: wr_id = `wqe_counter`, no
-//! per-queue lookup) and handed to a closure that sums the wr_ids
+//! per-queue lookup; the `*_sq` scenarios instead through a real send
+//! queue's shadow, [`OneSq`], as an `ibv_poll_cq` user's completions are) and handed to a closure that sums the wr_ids
 //! (`poll_burst`: written to an array of 32 `CompletionSummary`, whose
 //! wr_ids are then summed, ≈ 1.8 instructions per completion); the
 //! consumer-index doorbell record write once per call. Not measured: the
@@ -33,7 +34,11 @@ use mlx5dp::prm::{
     CQE_OP_OWN_INIT, CQE_VIC_INIT, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
 };
 
-use crate::{leak_raw, Scenario};
+use mlx5dp::cq::{LookupError, RecvRetired, SendRetired, WorkQueues, WqRef};
+use mlx5dp::prm::WcStatus;
+use mlx5dp::sq::{DoorbellOnly, QpType, RcQp, SendFlags, SendQueue, Sge, SqConfig};
+
+use crate::{leak_raw, sq, Scenario};
 
 /// CQEs in every benchmark CQ.
 pub const CQE_CNT: u32 = 512;
@@ -225,7 +230,7 @@ fn poll_failed(e: Option<PollError>) -> ! {
 /// Polls `n` completions with `Cq::poll`, at most 32 per call; returns the
 /// sum of their wr_ids.
 #[inline(never)]
-pub fn measured_cq_poll32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
+pub fn measured_cq_poll32<W: WorkQueues>(cq: &mut Cq, wqs: &mut W, n: u64) -> u64 {
     let mut acc = 0u64;
     let mut left = n;
     while left > 0 {
@@ -243,7 +248,7 @@ pub fn measured_cq_poll32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
 /// Polls `n` completions with `Cq::poll_burst`, at most 32 per call into
 /// an array of `CompletionSummary`; returns the sum of their wr_ids.
 #[inline(never)]
-pub fn measured_cq_poll_burst32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
+pub fn measured_cq_poll_burst32<W: WorkQueues>(cq: &mut Cq, wqs: &mut W, n: u64) -> u64 {
     let mut out = [CompletionSummary::default(); POLL_BATCH];
     poll_bursts(cq, wqs, &mut out, n)
 }
@@ -268,9 +273,9 @@ pub const LONG_BATCH: usize = 256;
 /// Polls `n` completions with `Cq::poll_burst`, at most `B` per call;
 /// returns the sum of their wr_ids.
 #[inline(always)]
-fn poll_bursts<const B: usize>(
+fn poll_bursts<const B: usize, W: WorkQueues>(
     cq: &mut Cq,
-    wqs: &mut RawCounters,
+    wqs: &mut W,
     out: &mut [CompletionSummary; B],
     n: u64,
 ) -> u64 {
@@ -324,7 +329,7 @@ fn sum_wr_ids_full<const B: usize>(summaries: &[CompletionSummary; B]) -> u64 {
 /// Polls `n` completions with `start_poll`, `next_poll` and `end_poll`, at
 /// most 32 per batch; returns the sum of their wr_ids.
 #[inline(never)]
-pub fn measured_cq_start_poll32(cq: &mut Cq, wqs: &mut RawCounters, n: u64) -> u64 {
+pub fn measured_cq_start_poll32<W: WorkQueues>(cq: &mut Cq, wqs: &mut W, n: u64) -> u64 {
     let mut acc = 0u64;
     let mut left = n;
     while left > 0 {
@@ -447,6 +452,118 @@ fn poll_scenario_with(
         consumed: 0,
         sink: 0,
         out: Box::new([CompletionSummary::default(); LONG_BATCH]),
+    })
+}
+
+/// The work queues of the `*_sq` scenarios: one RC send queue, found by
+/// its QPN, each requester completion retired through its shadow (the
+/// work libmlx5's `mlx5_poll_cq` does with the QP table and `sq.wrid[]`).
+pub struct OneSq {
+    qpn: u32,
+    sq: SendQueue<'static, DoorbellOnly, RcQp>,
+}
+
+impl WorkQueues for OneSq {
+    fn retire_send(
+        &mut self,
+        wq: WqRef,
+        wqe_counter: u16,
+        _: WcStatus,
+    ) -> Result<SendRetired, LookupError> {
+        if wq.qpn != self.qpn {
+            return Err(LookupError::UnknownQueue);
+        }
+        let r = self
+            .sq
+            .retire(wqe_counter)
+            .map_err(|_| LookupError::NotInFlight)?;
+        Ok(SendRetired {
+            wr_id: r.wr_id,
+            wr_opcode: None,
+        })
+    }
+
+    fn retire_recv(&mut self, _: WqRef, _: u16, _: WcStatus) -> Result<RecvRetired, LookupError> {
+        Err(LookupError::Unsupported)
+    }
+}
+
+/// Polling requester completions of signalled RDMA WRITEs posted on a real
+/// send queue: untimed, `prepare` posts the WRITEs (wr_id = a running
+/// count) and writes one requester CQE per WQE, with its `wqe_counter` and
+/// the QP's number; timed, the poll resolves each through [`OneSq`].
+struct ShadowScenario {
+    name: &'static str,
+    symbol: &'static str,
+    api: Api,
+    cq: Cq,
+    dev: CqDevice,
+    wqs: OneSq,
+    posted: u64,
+    consumed: u64,
+    sink: u64,
+}
+
+impl Scenario for ShadowScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        self.symbol
+    }
+    fn unit(&self) -> &'static str {
+        "completion"
+    }
+    fn prepare(&mut self) -> u64 {
+        let ci = self.cq.consumer_index();
+        while self.wqs.sq.free_wqebbs() > 0 && self.dev.pi.wrapping_sub(ci) < CQE_CNT {
+            let index = self.wqs.sq.producer() as u16;
+            let off = (self.posted & 0xff) * 64;
+            let sge = Sge::new(sq::LKEY, 0x2_0000_1000 + off, 64);
+            if let Err(e) = self.wqs.sq.post_rdma_write(
+                self.posted,
+                0x00ab_cd01,
+                0x7f12_3456_0000 + off,
+                sge,
+                SendFlags::SIGNALED,
+            ) {
+                panic!("post failed: {e:?}");
+            }
+            self.posted += 1;
+            let p = self.dev.pi;
+            let mut c = self.dev.title(p, CqeOpcode::Req, 0);
+            c.wqe_counter = Be16::new(index);
+            c.sop_drop_qpn = SopDropQpn::new().with_qpn(self.wqs.qpn);
+            c.byte_cnt = Be32::new(0);
+            self.dev.put(p, zerocopy::transmute_ref!(&c));
+            self.dev.pi = p.wrapping_add(1);
+        }
+        self.posted - self.consumed
+    }
+    fn measured(&mut self, n: u64) {
+        let acc = match self.api {
+            Api::Poll => measured_cq_poll32(&mut self.cq, &mut self.wqs, n),
+            Api::StartPoll => measured_cq_start_poll32(&mut self.cq, &mut self.wqs, n),
+            Api::Burst | Api::Burst256 => measured_cq_poll_burst32(&mut self.cq, &mut self.wqs, n),
+        };
+        self.sink = self.sink.wrapping_add(acc);
+        self.consumed += n;
+    }
+}
+
+fn shadow_scenario(name: &'static str, symbol: &'static str, api: Api) -> Box<dyn Scenario> {
+    let (cq, dev) = leak_cq(Stream::Uncompressed, UnzipPath::compile_time());
+    let sq = sq::leak_queue(SqConfig::new(QpType::Rc, sq::QPN, 64, 4));
+    Box::new(ShadowScenario {
+        name,
+        symbol,
+        api,
+        cq,
+        dev,
+        wqs: OneSq { qpn: sq::QPN, sq },
+        posted: 0,
+        consumed: 0,
+        sink: 0,
     })
 }
 
@@ -756,6 +873,13 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             Api::Poll,
             Stream::Enhanced(max_enhanced),
         ),
+        shadow_scenario("cq/poll32_sq", "*measured_cq_poll32*", Api::Poll),
+        shadow_scenario(
+            "cq/start_poll32_sq",
+            "*measured_cq_start_poll32*",
+            Api::StartPoll,
+        ),
+        shadow_scenario("cq/burst32_sq", "*measured_cq_poll_burst32*", Api::Burst),
         expand_scenario("cq/expand_session8", 8),
         expand_scenario("cq/expand_session64", 64),
         expand_scenario("cq/expand_session_max", max_basic),
