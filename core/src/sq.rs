@@ -1180,28 +1180,37 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
     /// Checks a requester completion's `wqe_counter` against the shadow and
     /// returns the WQEBB offset (from the consumer) of the WQE it names and
     /// that WQE's shadow entry.
+    #[inline(always)]
     fn check_counter(&self, wqe_counter: u16) -> Result<(u32, SqShadowEntry), RetireError> {
         let dist = u32::from(wqe_counter.wrapping_sub(self.ci as u16));
         let flight = self.outstanding();
-        if dist >= flight {
-            return Err(RetireError::NotInFlight { wqe_counter });
-        }
-        let slot = self.size.slot(self.ci.wrapping_add(dist));
-        let entry = match self.shadow.get(slot) {
-            Some(e) => *e,
-            None => return Err(RetireError::NotInFlight { wqe_counter }),
-        };
+        let slot = (self.ci.wrapping_add(dist) & self.mask) as usize;
+        debug_assert!(slot < self.shadow.len());
+        // SAFETY: `slot <= mask = wqe_cnt - 1`, and the constructor refused
+        // a shadow of fewer than `wqe_cnt` entries (`ShadowTooSmall`); the
+        // shadow is never replaced.
+        let entry = *unsafe { self.shadow.get_unchecked(slot) };
         // This queue's own posts write every slot in flight (middles with
         // size 0), so a non-zero size marks a real WQE start. (A Tx queue,
         // `mpw`, writes first slots only and checks its entries' tag on
-        // top: `TxQueue::retire`.)
-        if entry.wqebbs() == 0
-            || entry.index() != wqe_counter
-            || dist + u32::from(entry.wqebbs()) > flight
-        {
-            return Err(RetireError::NotWqeStart { wqe_counter });
+        // top: `TxQueue::retire`.) A WQE of at least one WQEBB that ends
+        // within the flight starts inside it: `dist < flight` follows.
+        let wqebbs = u32::from(entry.wqebbs());
+        if wqebbs == 0 || entry.index() != wqe_counter || dist + wqebbs > flight {
+            return Err(Self::counter_error(wqe_counter, dist, flight));
         }
         Ok((dist, entry))
+    }
+
+    /// The error of a `wqe_counter` [`Self::check_counter`] refused.
+    #[cold]
+    #[inline(never)]
+    fn counter_error(wqe_counter: u16, dist: u32, flight: u32) -> RetireError {
+        if dist >= flight {
+            RetireError::NotInFlight { wqe_counter }
+        } else {
+            RetireError::NotWqeStart { wqe_counter }
+        }
     }
 
     /// Retires the WQE a requester completion names (its `wqe_counter`)
