@@ -26,7 +26,7 @@ use core::ptr::NonNull;
 
 use mlx5dp::cq::zip::{self, MiniBatch, MiniView, Unzip, UnzipPath};
 use mlx5dp::cq::{
-    CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, PollError, RawCounters,
+    CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, PollError, RawCounters, Wc,
 };
 use mlx5dp::index::RingSize;
 use mlx5dp::prm::{
@@ -326,6 +326,28 @@ fn sum_wr_ids_full<const B: usize>(summaries: &[CompletionSummary; B]) -> u64 {
     summaries.iter().fold(0u64, |a, c| a.wrapping_add(c.wr_id))
 }
 
+/// Polls `n` completions with `Cq::poll_wc` (whole `ibv_wc`-like values),
+/// at most 32 per call; returns the sum of their wr_ids.
+#[inline(never)]
+pub fn measured_cq_poll_wc32<W: WorkQueues>(cq: &mut Cq, wqs: &mut W, n: u64) -> u64 {
+    let mut out = [Wc::default(); POLL_BATCH];
+    let mut acc = 0u64;
+    let mut left = n;
+    while left > 0 {
+        let max = left.min(POLL_BATCH as u64) as usize;
+        let got = match cq.poll_wc(wqs, &mut out[..max]) {
+            Ok(0) => poll_failed(None),
+            Ok(got) => got,
+            Err(e) => poll_failed(Some(e)),
+        };
+        acc = out[..got.min(max)]
+            .iter()
+            .fold(acc, |a, wc| a.wrapping_add(wc.wr_id));
+        left -= got as u64;
+    }
+    acc
+}
+
 /// Polls `n` completions with `start_poll`, `next_poll` and `end_poll`, at
 /// most 32 per batch; returns the sum of their wr_ids.
 #[inline(never)]
@@ -378,6 +400,8 @@ pub fn measured_expand_session(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Api {
     Poll,
+    /// `Cq::poll_wc` into an array of 32 `Wc` (the `ibv_poll_cq` analogue).
+    PollWc,
     StartPoll,
     Burst,
     /// `poll_burst` with at most [`LONG_BATCH`] per call.
@@ -414,6 +438,7 @@ impl Scenario for PollScenario {
     fn measured(&mut self, n: u64) {
         let acc = match self.api {
             Api::Poll => measured_cq_poll32(&mut self.cq, &mut self.wqs, n),
+            Api::PollWc => measured_cq_poll_wc32(&mut self.cq, &mut self.wqs, n),
             Api::StartPoll => measured_cq_start_poll32(&mut self.cq, &mut self.wqs, n),
             Api::Burst => measured_cq_poll_burst32(&mut self.cq, &mut self.wqs, n),
             Api::Burst256 => {
@@ -543,6 +568,7 @@ impl Scenario for ShadowScenario {
     fn measured(&mut self, n: u64) {
         let acc = match self.api {
             Api::Poll => measured_cq_poll32(&mut self.cq, &mut self.wqs, n),
+            Api::PollWc => measured_cq_poll_wc32(&mut self.cq, &mut self.wqs, n),
             Api::StartPoll => measured_cq_start_poll32(&mut self.cq, &mut self.wqs, n),
             Api::Burst | Api::Burst256 => measured_cq_poll_burst32(&mut self.cq, &mut self.wqs, n),
         };
@@ -832,6 +858,12 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             Stream::Uncompressed,
         ),
         poll_scenario(
+            "cq/poll_wc32_uncompressed",
+            "*measured_cq_poll_wc32*",
+            Api::PollWc,
+            Stream::Uncompressed,
+        ),
+        poll_scenario(
             "cq/start_poll32_uncompressed",
             "*measured_cq_start_poll32*",
             Api::StartPoll,
@@ -874,6 +906,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             Stream::Enhanced(max_enhanced),
         ),
         shadow_scenario("cq/poll32_sq", "*measured_cq_poll32*", Api::Poll),
+        shadow_scenario("cq/poll_wc32_sq", "*measured_cq_poll_wc32*", Api::PollWc),
         shadow_scenario(
             "cq/start_poll32_sq",
             "*measured_cq_start_poll32*",

@@ -603,29 +603,48 @@ impl Completion {
     /// non-lazy) fills `struct ibv_wc`. Fields libmlx5 leaves unwritten
     /// are 0.
     pub fn to_wc(&self) -> Wc {
-        let mut wc = Wc {
-            wr_id: self.wr_id,
-            status: self.status,
-            qp_num: self.qp_num(),
-            ..Wc::default()
+        let mut wc = Wc::default();
+        self.write_wc(&mut wc);
+        wc
+    }
+
+    /// [`Self::to_wc`] into `wc` (every field written).
+    #[inline(always)]
+    pub(crate) fn write_wc(&self, wc: &mut Wc) {
+        use super::{
+            OP_REQ, OP_REQ_ERR, OP_RESP_ERR, OP_RESP_SEND, OP_RESP_SEND_IMM, OP_RESP_SEND_INV,
+            OP_RESP_WR_IMM,
         };
-        match self.cqe.opcode() {
-            CqeOpcode::Req => {
-                let sop = self.send_opcode();
-                if matches!(sop, SendOpcode::RdmaWriteImm | SendOpcode::SendImm) {
-                    wc.wc_flags = WcFlags(WcFlags::WITH_IMM);
-                }
-                wc.opcode = self.req_opcode();
-                wc.byte_len = match sop {
-                    SendOpcode::RdmaRead => self.byte_len(),
-                    SendOpcode::AtomicCs | SendOpcode::AtomicFa => 8,
-                    _ => 0,
+        let word = self.sop_drop_qpn_word();
+        wc.wr_id = self.wr_id;
+        wc.status = self.status;
+        wc.qp_num = word & QPN_BITS;
+        wc.vendor_err = 0;
+        wc.imm_data = 0;
+        wc.src_qp = 0;
+        wc.pkey_index = 0;
+        wc.slid = 0;
+        wc.sl = 0;
+        wc.dlid_path_bits = 0;
+        match self.cqe.op_own.into_bits() >> 4 {
+            OP_REQ => {
+                // One table row by send opcode (`sop_drop_qpn[31:24]`).
+                let row = REQ_WC[(word >> 24) as usize];
+                wc.wc_flags = WcFlags(row.flags);
+                wc.opcode = if self.wr_opcode == Some(WcOpcode::Driver2) {
+                    Some(WcOpcode::Driver2)
+                } else if row.recorded {
+                    self.wr_opcode
+                } else {
+                    row.opcode
+                };
+                wc.byte_len = match row.len {
+                    ReqLen::Zero => 0,
+                    ReqLen::Cqe => self.byte_len(),
+                    ReqLen::Eight => 8,
                 };
             }
-            CqeOpcode::RespWrImm
-            | CqeOpcode::RespSend
-            | CqeOpcode::RespSendImm
-            | CqeOpcode::RespSendInv => {
+            OP_RESP_WR_IMM | OP_RESP_SEND | OP_RESP_SEND_IMM | OP_RESP_SEND_INV => {
                 wc.opcode = Some(self.opcode());
                 wc.byte_len = self.byte_len();
                 wc.imm_data = self.imm_data();
@@ -636,14 +655,84 @@ impl Completion {
                 wc.sl = self.sl();
                 wc.dlid_path_bits = self.dlid_path_bits();
             }
-            CqeOpcode::ReqErr | CqeOpcode::RespErr => {
+            OP_REQ_ERR | OP_RESP_ERR => {
+                wc.opcode = None;
+                wc.byte_len = 0;
+                wc.wc_flags = WcFlags(0);
                 wc.vendor_err = self.vendor_err();
             }
-            _ => {}
+            _ => {
+                wc.opcode = None;
+                wc.byte_len = 0;
+                wc.wc_flags = WcFlags(0);
+            }
         }
-        wc
     }
 }
+
+/// `sop_drop_qpn[23:0]`.
+const QPN_BITS: u32 = 0x00ff_ffff;
+
+/// The `byte_len` of a successful requester completion (libmlx5
+/// `handle_good_req`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReqLen {
+    /// Not written (0).
+    Zero,
+    /// The CQE's byte count (RDMA READ).
+    Cqe,
+    /// 8 (the two atomics).
+    Eight,
+}
+
+/// What `ibv_poll_cq` reports for a successful requester CQE of one send
+/// opcode.
+#[derive(Clone, Copy, Debug)]
+struct ReqWc {
+    /// The opcode the send opcode names ([`WcOpcode::from_send_opcode`]).
+    opcode: Option<WcOpcode>,
+    /// NOP, UMR, SET_PSV, MMO: the opcode recorded at post time instead.
+    recorded: bool,
+    /// `wc_flags`: `IBV_WC_WITH_IMM` for RDMA WRITE with immediate and
+    /// SEND with immediate.
+    flags: u32,
+    /// `byte_len`.
+    len: ReqLen,
+}
+
+/// [`ReqWc`] of a raw send opcode, as [`Completion::req_opcode`] and
+/// [`Completion::to_wc`] define it.
+const fn req_wc(raw: u8) -> ReqWc {
+    let sop = SendOpcode::from_raw(raw);
+    ReqWc {
+        opcode: WcOpcode::from_send_opcode(sop),
+        recorded: matches!(
+            sop,
+            SendOpcode::Nop | SendOpcode::Umr | SendOpcode::SetPsv | SendOpcode::Mmo
+        ),
+        flags: if matches!(sop, SendOpcode::RdmaWriteImm | SendOpcode::SendImm) {
+            WcFlags::WITH_IMM
+        } else {
+            0
+        },
+        len: match sop {
+            SendOpcode::RdmaRead => ReqLen::Cqe,
+            SendOpcode::AtomicCs | SendOpcode::AtomicFa => ReqLen::Eight,
+            _ => ReqLen::Zero,
+        },
+    }
+}
+
+/// [`req_wc`] of every send opcode byte.
+static REQ_WC: [ReqWc; 256] = {
+    let mut t = [req_wc(0); 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = req_wc(i as u8);
+        i += 1;
+    }
+    t
+};
 
 /// One completion as a small `Copy` value: what a burst loop needs
 /// ([`super::Cq::poll_burst`]; DPDK's `rx_burst` hands out as much). Every

@@ -582,23 +582,47 @@ impl Cq {
 
     /// `ibv_poll_cq`: fills `out` with up to `out.len()` completions and
     /// writes the consumer-index doorbell record (always, as libmlx5 does).
+    ///
+    /// The loop is specialised for the CQ's compression layout, as
+    /// [`Self::poll`]'s is.
+    #[inline]
     pub fn poll_wc<W: WorkQueues>(
         &mut self,
         wqs: &mut W,
         out: &mut [Wc],
     ) -> Result<usize, PollError> {
+        match self.cfg.compression {
+            None => self.poll_wc_in::<NO_ZIP, W>(wqs, out),
+            Some((Layout::Basic, _)) => self.poll_wc_in::<BASIC, W>(wqs, out),
+            Some((Layout::Enhanced, _)) => self.poll_wc_in::<ENHANCED, W>(wqs, out),
+        }
+    }
+
+    /// [`Self::poll_wc`] for layout `M`.
+    #[inline(always)]
+    fn poll_wc_in<const M: u8, W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        out: &mut [Wc],
+    ) -> Result<usize, PollError> {
         let mut n = 0;
-        let mut result = Ok(());
-        for slot in out.iter_mut() {
-            match self.advance(wqs) {
-                Ok(true) => {
-                    *slot = self.cur.to_wc();
-                    n += 1;
-                }
-                Ok(false) => break,
-                Err(e) => {
-                    result = Err(e);
-                    break;
+        let mut result = if self.broken {
+            Err(PollError::Broken)
+        } else {
+            Ok(())
+        };
+        if result.is_ok() {
+            for slot in out.iter_mut() {
+                match self.advance_in::<M, W>(wqs) {
+                    Ok(true) => {
+                        self.cur.write_wc(slot);
+                        n += 1;
+                    }
+                    Ok(false) => break,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
             }
         }
@@ -1170,14 +1194,14 @@ const FORMAT_INLINE64: u8 = 0x08;
 /// `sop_drop_qpn[23:0]`.
 const QPN_MASK: u32 = 0x00ff_ffff;
 /// CQE opcodes as `op_own[7:4]` values (PRM-FACTS §9.3).
-const OP_REQ: u8 = CqeOpcode::Req.raw();
-const OP_RESP_WR_IMM: u8 = CqeOpcode::RespWrImm.raw();
-const OP_RESP_SEND: u8 = CqeOpcode::RespSend.raw();
-const OP_RESP_SEND_IMM: u8 = CqeOpcode::RespSendImm.raw();
-const OP_RESP_SEND_INV: u8 = CqeOpcode::RespSendInv.raw();
+pub(super) const OP_REQ: u8 = CqeOpcode::Req.raw();
+pub(super) const OP_RESP_WR_IMM: u8 = CqeOpcode::RespWrImm.raw();
+pub(super) const OP_RESP_SEND: u8 = CqeOpcode::RespSend.raw();
+pub(super) const OP_RESP_SEND_IMM: u8 = CqeOpcode::RespSendImm.raw();
+pub(super) const OP_RESP_SEND_INV: u8 = CqeOpcode::RespSendInv.raw();
 const OP_RESIZE_CQ: u8 = CqeOpcode::ResizeCq.raw();
-const OP_REQ_ERR: u8 = CqeOpcode::ReqErr.raw();
-const OP_RESP_ERR: u8 = CqeOpcode::RespErr.raw();
+pub(super) const OP_REQ_ERR: u8 = CqeOpcode::ReqErr.raw();
+pub(super) const OP_RESP_ERR: u8 = CqeOpcode::RespErr.raw();
 
 /// Where the enhanced layout's title is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
