@@ -2,14 +2,16 @@
 //! for what one iteration measures). One Criterion iteration is one
 //! granule: a WQE, a batch of 32 WQEs, a completion, or a session; for
 //! the `tx/*` scenarios (issue 7), a `tx_burst` of 32 packets (reported
-//! per packet). Groups follow the scenario name's prefix (`sq`, `tx`).
+//! per packet); for the `rq/*` ones, receive WQEs. Groups follow the
+//! scenario name's prefix (`sq`, `tx`, `rq`).
 
 use criterion::{criterion_main, Criterion, Throughput};
 
 fn bench(c: &mut Criterion) {
     let mut all = mlx5dp_benches::sq::all();
     all.extend(mlx5dp_benches::tx::all());
-    for prefix in ["sq", "tx"] {
+    all.extend(mlx5dp_benches::rq::all());
+    for prefix in ["sq", "tx", "rq"] {
         let mut group = c.benchmark_group(prefix);
         for s in all.iter_mut() {
             let Some((p, name)) = s.name().split_once('/') else {

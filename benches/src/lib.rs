@@ -26,6 +26,7 @@
 use std::time::{Duration, Instant};
 
 pub mod cq;
+pub mod rq;
 pub mod sq;
 pub mod tx;
 
@@ -75,6 +76,7 @@ pub fn drive<S: Scenario + ?Sized>(s: &mut S, units: u64) -> Duration {
 pub fn all() -> Vec<Box<dyn Scenario>> {
     let mut v = sq::all();
     v.extend(tx::all());
+    v.extend(rq::all());
     v.extend(cq::all());
     v
 }

@@ -1,0 +1,118 @@
+//! Receive-queue scenarios: posting receive WQEs of one SGE on a cyclic RQ
+//! (rdma-core `mlx5_post_recv`'s work), one work request per publication
+//! (`rq/post_recv1`: `Rq::post` then `Rq::commit`, one `ibv_post_recv` of
+//! one work request) or 32 (`rq/post_recv32`: a list of 32, one doorbell
+//! record write).
+//!
+//! Measured per WQE: the post (queue test, SGE count, data segment,
+//! wr_id shadow) and, per publication, the to-device barrier and the
+//! doorbell-record store. Not measured: retiring the WQEs, done by
+//! [`crate::Scenario::prepare`] once per ring's worth with `Rq::retire`.
+//!
+//! The RQ has 256 WQEs of 16 bytes (`wqe_shift` 4: one data segment, no
+//! terminator, as libmlx5 builds it for `max_recv_sge = 1`).
+
+use mlx5dp::index::RingSize;
+use mlx5dp::mmio::DeviceWord;
+use mlx5dp::ring::RingBuf;
+use mlx5dp::rq::{Rq, Sge};
+
+use crate::{leak_raw, Scenario};
+
+/// WQEs in every benchmark RQ.
+pub const RQ_WQE_CNT: u32 = 256;
+const LKEY: u32 = 0x0000_4321;
+const ADDR: u64 = 0x0003_0000_0000;
+
+/// Posts `n` receive WQEs of one 2 KiB SGE, committing every `per` of
+/// them (`n` is a multiple of `per`); wr_id = the running count.
+#[inline(never)]
+pub fn measured_rq_post(rq: &mut Rq<'static>, first: u64, n: u64, per: u64) {
+    let mut i = first;
+    while i < first + n {
+        for _ in 0..per {
+            let sge = Sge {
+                addr: ADDR + ((i & 0xff) << 11),
+                length: 2048,
+                lkey: LKEY,
+            };
+            if let Err(e) = rq.post(i, &[sge]) {
+                post_failed(e);
+            }
+            i += 1;
+        }
+        rq.commit();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn post_failed(e: mlx5dp::rq::RqError) -> ! {
+    panic!("receive post failed: {e:?}")
+}
+
+/// A cyclic RQ that [`Scenario::prepare`] keeps empty.
+struct PostScenario {
+    name: &'static str,
+    rq: Rq<'static>,
+    per: u64,
+    next: u64,
+}
+
+impl Scenario for PostScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        "*measured_rq_post*"
+    }
+    fn unit(&self) -> &'static str {
+        "WQE"
+    }
+    fn granule(&self) -> u64 {
+        self.per
+    }
+    fn prepare(&mut self) -> u64 {
+        // The device completed everything: retire in order.
+        while self.rq.outstanding() > 0 {
+            let counter = self.rq.tail() as u16;
+            if let Err(e) = self.rq.retire(counter, false) {
+                panic!("retire failed: {e:?}");
+            }
+        }
+        u64::from(RQ_WQE_CNT)
+    }
+    fn measured(&mut self, n: u64) {
+        measured_rq_post(&mut self.rq, self.next, n, self.per);
+        self.next += n;
+    }
+}
+
+fn post_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
+    let size = RingSize::new(RQ_WQE_CNT).expect("size");
+    let bytes = (RQ_WQE_CNT as usize) << 4;
+    let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
+    let dbrec = leak_raw(vec![0u32; 2]);
+    let wrid: &'static mut [u64] = Box::leak(vec![0u64; RQ_WQE_CNT as usize].into_boxed_slice());
+    // SAFETY: `ring` is `bytes` leaked bytes (live for the rest of the
+    // process), a power of two, touched only by this queue.
+    let ring = unsafe { RingBuf::new(ring, bytes) }.expect("ring");
+    // SAFETY: `dbrec` is a leaked, aligned `[u32; 2]`; its first word is
+    // the RQ doorbell record (`MLX5_RCV_DBR`), written only by this queue.
+    let dbrec = unsafe { DeviceWord::from_ptr(dbrec) };
+    let rq = Rq::new(ring, size, 4, dbrec, wrid, 0).expect("rq");
+    Box::new(PostScenario {
+        name,
+        rq,
+        per,
+        next: 0,
+    })
+}
+
+/// Every receive-queue scenario.
+pub fn all() -> Vec<Box<dyn Scenario>> {
+    vec![
+        post_scenario("rq/post_recv1", 1),
+        post_scenario("rq/post_recv32", 32),
+    ]
+}
