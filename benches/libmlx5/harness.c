@@ -1,0 +1,809 @@
+/*
+ * harness.c - run libmlx5's real data-path code (Debian 12's static
+ * /usr/lib/x86_64-linux-gnu/libmlx5.a, rdma-core 44.0) on queues fabricated
+ * in ordinary memory, with no RDMA hardware, for instruction counts
+ * (callgrind) and timings.
+ *
+ * What is fabricated is what libmlx5's post_send / poll_cq / cq_ex poll code
+ * reads after a real ibv_create_qp / ibv_create_cq on a ConnectX device
+ * (rdma-core v44.0 providers/mlx5/verbs.c), under MLX5_SINGLE_THREADED=1
+ * (every mlx5_spinlock has need_lock = 0):
+ *   - struct mlx5_context: cqe_version, prefer_bf, shut_up_bf, dbg_fp,
+ *     qp_table[] (QPN -> QP, read by mlx5_poll_cq) and uidx_table[]
+ *     (user index -> QP, read by mlx5_poll_cq_v1 / the *_v1 cq_ex ops);
+ *   - an RC struct mlx5_qp as ibv_create_qp(RC, max_send_wr = 64,
+ *     max_send_sge = 1, max_inline_data = 0, sq_sig_all = 0) gets it:
+ *     the default RC send ops (incl. BIND_MW/LOCAL_INV) make libmlx5 size a
+ *     send WQE at 256 bytes, so the SQ is 64 * 256 B = 16 KiB = 256 WQEBBs
+ *     and sq.max_post = 64; wrid[256], wqe_head[256], wr_data[256];
+ *     doorbell record; state RTS (qp_state_max_gs = max_gs = 1);
+ *   - struct mlx5_bf as for a BlueFlame-capable UAR: reg = UAR page + 0x800
+ *     (here ordinary memory), buf_size = bf_reg_size / 2 = 256, uuarn = 1,
+ *     need_lock = 0;
+ *   - ctx->prefer_bf = 1 (rdma-core's default, MLX5_POST_SEND_PREFER_BF
+ *     unset) for post_write_sge_bf, 0 (MLX5_POST_SEND_PREFER_BF=0) for
+ *     every other scenario, so single-WR posts ring the 8-byte doorbell;
+ *   - struct mlx5_cq with 512 64-byte CQEs (all initialised to opcode
+ *     INVALID as mlx5_alloc_cq_buf does), doorbell record, cqn.
+ *
+ * Nothing of rdma-core is copied here: its private headers are included
+ * (RDMA_CORE_SRC, see gen-headers.sh and README.md) and its code is linked
+ * from libmlx5.a.  The static library renames every global symbol with the
+ * prefix "rdmacore44_0_"; that is why the entry points below carry it.
+ *
+ * Usage: harness SCENARIO [time|count] [UNITS] [ROUNDS]
+ *   time  : correctness checks, then ROUNDS timed rounds of UNITS units each;
+ *           prints ns/unit (median, min) and cycles/unit.
+ *   count : correctness checks, then one round of UNITS units, no timing
+ *           output; meant to run under valgrind --tool=callgrind
+ *           --toggle-collect=<measured function>.
+ * Scenarios: post_write_sge post_write_sge_bf post_write_list32
+ *            poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock
+ *            and "addr" (prints the function pointers mlx5_cq_fill_pfns
+ *            installed, for run.sh to name with nm).
+ */
+#define _GNU_SOURCE
+#include <config.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include <infiniband/verbs.h>
+#include "mlx5.h"
+#include "wqe.h"
+
+/* ---- libmlx5.a entry points (global symbols, prefixed by Debian's build) */
+int rdmacore44_0_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+				struct ibv_send_wr **bad_wr);
+int rdmacore44_0_mlx5_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+int rdmacore44_0_mlx5_poll_cq_v1(struct ibv_cq *ibcq, int ne,
+				 struct ibv_wc *wc);
+int rdmacore44_0_mlx5_cq_fill_pfns(struct mlx5_cq *cq,
+				   const struct ibv_cq_init_attr_ex *cq_attr,
+				   struct mlx5_context *mctx);
+
+/* ---- fabricated objects ------------------------------------------------ */
+#define QPN        0x000a1bu	/* arbitrary 24-bit QP number */
+#define UIDX       0x000001u	/* user index, as mlx5_store_uidx hands out first */
+#define CQN        0x000042u
+#define SQ_WQEBB   256u
+#define SQ_MAX_POST 64u		/* wq_size / wqe_size = 16384 / 256 */
+#define NCQE       512u
+#define BF_REG_SIZE 512u	/* 1 << log_bf_reg_size on ConnectX-4 and later */
+
+#define LKEY       0x00001234u
+#define RKEY       0x00005678u
+#define LADDR      0x0000000010000000ull
+#define RADDR      0x00007f0000001000ull
+#define LEN        64u
+
+static struct mlx5_context *ctx;
+static struct mlx5_qp *qp;
+static struct mlx5_cq *cq;
+static struct mlx5_bf bf;
+static uint8_t *sq_buf, *cqe_buf, *uar_page;
+static __be32 *qp_dbrec, *cq_dbrec;
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "harness: CHECK FAILED: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(2);
+}
+
+#define CHECK(cond, ...) do { if (!(cond)) die(__VA_ARGS__); } while (0)
+
+static void *zalloc(size_t align_to, size_t size)
+{
+	void *p;
+
+	size = (size + align_to - 1) / align_to * align_to;
+	p = aligned_alloc(align_to, size);
+	if (!p) {
+		perror("aligned_alloc");
+		exit(1);
+	}
+	memset(p, 0, size);
+	return p;
+}
+
+static void fabricate(int cqe_version, int prefer_bf)
+{
+	struct ibv_qp *ibqp;
+	unsigned i;
+
+	/* context */
+	ctx = zalloc(4096, sizeof(*ctx));
+	ctx->cqe_version = cqe_version;
+	/* prefer_bf is what MLX5_POST_SEND_PREFER_BF sets: 1 when the
+	 * variable is unset (rdma-core's default), 0 with
+	 * MLX5_POST_SEND_PREFER_BF=0.  post_send_db() uses BlueFlame for a
+	 * non-inline WQE only if prefer_bf is set (and nreq == 1, uuarn != 0,
+	 * 1 < size <= buf_size / 16); otherwise the 8-byte doorbell. */
+	ctx->prefer_bf = prefer_bf;
+	ctx->shut_up_bf = 0;		/* MLX5_SHUT_UP_BF unset */
+	ctx->bf_reg_size = BF_REG_SIZE;
+	ctx->cache_line_size = 64;
+	ctx->dbg_fp = stderr;
+	strcpy(ctx->hostname, "harness");
+
+	/* QP */
+	qp = zalloc(64, sizeof(*qp));
+	cq = zalloc(64, sizeof(*cq));
+	ibqp = &qp->verbs_qp.qp;
+	ibqp->context = &ctx->ibv_ctx.context;
+	ibqp->qp_num = QPN;
+	ibqp->qp_type = IBV_QPT_RC;
+	ibqp->state = IBV_QPS_RTS;
+	ibqp->send_cq = &cq->verbs_cq.cq;
+	ibqp->recv_cq = &cq->verbs_cq.cq;
+	qp->ibv_qp = ibqp;
+	qp->rsc.type = MLX5_RSC_TYPE_QP;
+	qp->rsc.rsn = cqe_version ? UIDX : QPN;	/* as create_qp sets it */
+
+	sq_buf = zalloc(4096, SQ_WQEBB * MLX5_SEND_WQE_BB);
+	qp->sq_start = sq_buf;
+	qp->sq.qend = sq_buf + SQ_WQEBB * MLX5_SEND_WQE_BB;
+	qp->sq.wqe_cnt = SQ_WQEBB;
+	qp->sq.max_post = SQ_MAX_POST;
+	qp->sq.max_gs = 1;
+	qp->sq.qp_state_max_gs = 1;	/* RTS */
+	qp->sq.wqe_shift = 6;
+	qp->sq.wrid = zalloc(64, SQ_WQEBB * sizeof(uint64_t));
+	qp->sq.wqe_head = zalloc(64, SQ_WQEBB * sizeof(unsigned));
+	qp->sq.wr_data = zalloc(64, SQ_WQEBB * sizeof(uint32_t));
+	qp->sq.lock.need_lock = 0;
+	qp->rq.lock.need_lock = 0;
+	qp->rq.qp_state_max_gs = 1;
+	qp->max_inline_data = 256 - 192 - 4;	/* what mlx5_calc_sq_size reports */
+	qp->fm_cache = 0;
+	qp->sq_signal_bits = 0;		/* sq_sig_all = 0 */
+	qp->wq_sig = 0;
+	qp->atomics_enabled = 1;
+	qp_dbrec = zalloc(64, 64);
+	qp->db = qp_dbrec;
+
+	/* BlueFlame register: UAR page + MLX5_BF_OFFSET, ordinary memory here */
+	uar_page = zalloc(4096, 4096);
+	bf.reg = uar_page + MLX5_BF_OFFSET;
+	bf.need_lock = 0;
+	bf.lock.need_lock = 0;
+	bf.offset = 0;
+	bf.buf_size = BF_REG_SIZE / 2;
+	bf.uuarn = 1;
+	qp->bf = &bf;
+
+	/* CQ */
+	cqe_buf = zalloc(4096, NCQE * 64);
+	for (i = 0; i < NCQE; i++)
+		((struct mlx5_cqe64 *)(cqe_buf + i * 64))->op_own =
+			MLX5_CQE_INVALID << 4;
+	cq->verbs_cq.cq.context = &ctx->ibv_ctx.context;
+	cq->verbs_cq.cq.cqe = NCQE - 1;
+	cq->buf_a.buf = cqe_buf;
+	cq->buf_a.length = NCQE * 64;
+	cq->active_buf = &cq->buf_a;
+	cq->cqe_sz = 64;
+	cq->cqn = CQN;
+	cq->cons_index = 0;
+	cq_dbrec = zalloc(64, 64);
+	cq->dbrec = cq_dbrec;
+	cq->lock.need_lock = 0;
+	cq->stall_enable = 0;
+	cq->stall_adaptive_enable = 0;
+	cq->flags = 0;
+
+	/* resource tables */
+	ctx->qp_table[QPN >> MLX5_QP_TABLE_SHIFT].refcnt = 1;
+	ctx->qp_table[QPN >> MLX5_QP_TABLE_SHIFT].table =
+		zalloc(64, (MLX5_QP_TABLE_MASK + 1) * sizeof(struct mlx5_qp *));
+	ctx->qp_table[QPN >> MLX5_QP_TABLE_SHIFT].table[QPN & MLX5_QP_TABLE_MASK] = qp;
+	ctx->uidx_table[UIDX >> MLX5_UIDX_TABLE_SHIFT].refcnt = 1;
+	ctx->uidx_table[UIDX >> MLX5_UIDX_TABLE_SHIFT].table =
+		zalloc(64, (MLX5_UIDX_TABLE_MASK + 1) * sizeof(struct mlx5_resource *));
+	ctx->uidx_table[UIDX >> MLX5_UIDX_TABLE_SHIFT].table[UIDX & MLX5_UIDX_TABLE_MASK] =
+		&qp->rsc;
+}
+
+/* cq_ex: what create_cq(..., MLX5_CQ_FLAGS_EXTENDED) does around
+ * mlx5_cq_fill_pfns: it sees MLX5_CQ_FLAGS_SINGLE_THREADED if the user asked
+ * for IBV_CREATE_CQ_ATTR_SINGLE_THREADED, then cq->flags = EXTENDED. */
+static struct ibv_cq_ex *make_cq_ex(int single_threaded)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = NCQE - 1,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		.flags = single_threaded ? IBV_CREATE_CQ_ATTR_SINGLE_THREADED : 0,
+	};
+	int rc;
+
+	cq->flags = single_threaded ? MLX5_CQ_FLAGS_SINGLE_THREADED : 0;
+	rc = rdmacore44_0_mlx5_cq_fill_pfns(cq, &attr, ctx);
+	CHECK(rc == 0, "mlx5_cq_fill_pfns returned %d", rc);
+	cq->flags = MLX5_CQ_FLAGS_EXTENDED;
+	CHECK(cq->verbs_cq.cq_ex.start_poll && cq->verbs_cq.cq_ex.next_poll &&
+	      cq->verbs_cq.cq_ex.end_poll, "cq_ex poll ops not installed");
+	return &cq->verbs_cq.cq_ex;
+}
+
+/* ---- measured functions (callgrind --toggle-collect=<name>) ------------ */
+
+/* One ibv_post_send-equivalent call: libmlx5's post_send, called directly.
+ * Unit: 1 WQE for post_write_sge(_bf); 32 WQEs per call for list32. */
+__attribute__((noinline)) int measured_post_send(struct ibv_qp *ibqp,
+						 struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad_wr;
+
+	return rdmacore44_0_mlx5_post_send(ibqp, wr, &bad_wr);
+}
+
+/* One ibv_poll_cq-equivalent call with ne = 32 (mlx5_poll_cq_v1, the
+ * function a CQE-version-1 context installs, or mlx5_poll_cq for v0). */
+__attribute__((noinline)) int measured_poll_cq_v1(struct ibv_cq *ibcq,
+						  struct ibv_wc *wc)
+{
+	return rdmacore44_0_mlx5_poll_cq_v1(ibcq, 32, wc);
+}
+
+__attribute__((noinline)) int measured_poll_cq_v0(struct ibv_cq *ibcq,
+						  struct ibv_wc *wc)
+{
+	return rdmacore44_0_mlx5_poll_cq(ibcq, 32, wc);
+}
+
+/* ibv_start_poll / ibv_next_poll / ibv_end_poll with a budget of 32,
+ * reading wr_id and status of every completion (stores them to wr_ids[]
+ * and ORs the status).  No probe past the 32nd completion. */
+__attribute__((noinline)) int measured_start_poll(struct ibv_cq_ex *cqx,
+						  uint64_t *wr_ids,
+						  unsigned *status_or)
+{
+	struct ibv_poll_cq_attr attr = {};
+	unsigned st = 0;
+	int n = 0;
+
+	if (ibv_start_poll(cqx, &attr))
+		return 0;
+	for (;;) {
+		wr_ids[n] = cqx->wr_id;
+		st |= cqx->status;
+		if (++n == 32 || ibv_next_poll(cqx))
+			break;
+	}
+	ibv_end_poll(cqx);
+	*status_or = st;
+	return n;
+}
+
+/* ---- device model / helpers (never inside the measured functions) ------ */
+
+/* Units that went through the measured function, preflight included
+ * (callgrind counts every call of the toggled function; run.sh divides by
+ * this). */
+static long measured_units;
+
+static struct ibv_sge sges[32];
+static struct ibv_send_wr wrs[32];
+static uint64_t next_wr_id = 0x1000;
+
+static void init_wrs(void)
+{
+	int i;
+
+	for (i = 0; i < 32; i++) {
+		sges[i].addr = LADDR + i * 4096;
+		sges[i].length = LEN;
+		sges[i].lkey = LKEY;
+		memset(&wrs[i], 0, sizeof(wrs[i]));
+		wrs[i].next = (i == 31) ? NULL : &wrs[i + 1];
+		wrs[i].sg_list = &sges[i];
+		wrs[i].num_sge = 1;
+		wrs[i].opcode = IBV_WR_RDMA_WRITE;
+		wrs[i].send_flags = IBV_SEND_SIGNALED;
+		wrs[i].wr.rdma.remote_addr = RADDR + i * 4096;
+		wrs[i].wr.rdma.rkey = RKEY;
+	}
+}
+
+/* The device consumed everything posted and the application polled it:
+ * what a poll would do to the SQ bookkeeping (sq.tail = sq.head). */
+static inline void retire_sq(void)
+{
+	qp->sq.tail = qp->sq.head;
+}
+
+/* Write n requester CQEs (opcode REQ, RDMA_WRITE, 64 B, valid owner bit)
+ * for WQE counters first_ctr, first_ctr + 1, ... at the CQ's consumer
+ * index onwards, the way the HCA would. */
+static void device_write_cqes(uint32_t first_ctr, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t pos = cq->cons_index + i;
+		struct mlx5_cqe64 *cqe =
+			(void *)(cqe_buf + (pos & (NCQE - 1)) * 64);
+
+		memset(cqe, 0, 63);
+		cqe->srqn_uidx = htobe32(UIDX);
+		cqe->byte_cnt = htobe32(LEN);
+		cqe->sop_drop_qpn = htobe32((MLX5_OPCODE_RDMA_WRITE << 24) | QPN);
+		cqe->wqe_counter = htobe16((uint16_t)(first_ctr + i));
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		cqe->op_own = (MLX5_CQE_REQ << 4) | ((pos / NCQE) & 1);
+	}
+}
+
+/* Check the WQE libmlx5 wrote for wrs[k] at WQE counter ctr. */
+static void check_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
+{
+	unsigned idx = ctr & (SQ_WQEBB - 1);
+	uint8_t *w = sq_buf + idx * MLX5_SEND_WQE_BB;
+	struct mlx5_wqe_ctrl_seg *c = (void *)w;
+	struct mlx5_wqe_raddr_seg *r = (void *)(w + 16);
+	struct mlx5_wqe_data_seg *d = (void *)(w + 32);
+
+	CHECK(be32toh(c->opmod_idx_opcode) ==
+	      (((ctr & 0xffff) << 8) | MLX5_OPCODE_RDMA_WRITE),
+	      "ctrl.opmod_idx_opcode %08x, want %08x",
+	      be32toh(c->opmod_idx_opcode),
+	      ((ctr & 0xffff) << 8) | MLX5_OPCODE_RDMA_WRITE);
+	CHECK(be32toh(c->qpn_ds) == ((QPN << 8) | 3),
+	      "ctrl.qpn_ds %08x, want %08x", be32toh(c->qpn_ds), (QPN << 8) | 3);
+	CHECK(c->fm_ce_se == MLX5_WQE_CTRL_CQ_UPDATE,
+	      "ctrl.fm_ce_se %02x, want %02x", c->fm_ce_se,
+	      MLX5_WQE_CTRL_CQ_UPDATE);
+	CHECK(c->signature == 0 && c->dci_stream_channel_id == 0 && c->imm == 0,
+	      "ctrl signature/dci/imm not zero");
+	CHECK(be64toh(r->raddr) == wrs[k].wr.rdma.remote_addr &&
+	      be32toh(r->rkey) == RKEY && r->reserved == 0,
+	      "raddr segment wrong (raddr %llx rkey %x)",
+	      (unsigned long long)be64toh(r->raddr), be32toh(r->rkey));
+	CHECK(be32toh(d->byte_count) == LEN && be32toh(d->lkey) == LKEY &&
+	      be64toh(d->addr) == sges[k].addr,
+	      "data segment wrong (len %u lkey %x addr %llx)",
+	      be32toh(d->byte_count), be32toh(d->lkey),
+	      (unsigned long long)be64toh(d->addr));
+	CHECK(qp->sq.wrid[idx] == wr_id, "sq.wrid[%u] %llx, want %llx", idx,
+	      (unsigned long long)qp->sq.wrid[idx], (unsigned long long)wr_id);
+	CHECK(qp->sq.wqe_head[idx] == head, "sq.wqe_head[%u] %u, want %u", idx,
+	      qp->sq.wqe_head[idx], head);
+	CHECK(qp->sq.wr_data[idx] == 0, "sq.wr_data[%u] %u", idx,
+	      qp->sq.wr_data[idx]);
+}
+
+/* One post of n WRs (wrs[0..n-1]) with full checks of what libmlx5 wrote:
+ * WQEs, SQ bookkeeping, doorbell record, and what reached the UAR/BF
+ * register (8-byte doorbell, or the 64-byte BlueFlame copy). */
+static void checked_post(int n, int expect_bf, int count_units)
+{
+	uint32_t ctr0 = qp->sq.cur_post;
+	unsigned head0 = qp->sq.head;
+	unsigned off0 = bf.offset;
+	uint8_t *slot = (uint8_t *)bf.reg + off0;
+	uint8_t *last;
+	int i, rc;
+
+	memset(uar_page, 0xa5, 4096);
+	for (i = 0; i < n; i++)
+		wrs[i].wr_id = next_wr_id++;
+	wrs[n - 1].next = NULL;
+	rc = measured_post_send(qp->ibv_qp, &wrs[0]);
+	if (count_units)
+		measured_units += n;
+	if (n < 32)
+		wrs[n - 1].next = &wrs[n];
+	CHECK(rc == 0, "post_send returned %d", rc);
+	CHECK(qp->sq.cur_post == ctr0 + n, "sq.cur_post %u, want %u",
+	      qp->sq.cur_post, ctr0 + n);
+	CHECK(qp->sq.head == head0 + n, "sq.head %u, want %u", qp->sq.head,
+	      head0 + n);
+	for (i = 0; i < n; i++)
+		check_wqe(ctr0 + i, i, wrs[i].wr_id, head0 + i);
+	CHECK(qp_dbrec[MLX5_SND_DBR] == htobe32((ctr0 + n) & 0xffff),
+	      "SQ doorbell record %08x, want %08x", be32toh(qp_dbrec[MLX5_SND_DBR]),
+	      (ctr0 + n) & 0xffff);
+	CHECK(qp_dbrec[MLX5_RCV_DBR] == 0, "RQ doorbell record touched");
+	CHECK(bf.offset == (off0 ^ bf.buf_size), "bf.offset %u, want %u",
+	      bf.offset, off0 ^ bf.buf_size);
+	last = sq_buf + ((ctr0 + n - 1) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
+	if (expect_bf) {
+		CHECK(memcmp(slot, last, 64) == 0,
+		      "BlueFlame register does not hold the 64-byte WQE copy");
+		for (i = 64; i < (int)bf.buf_size; i++)
+			CHECK(slot[i] == 0xa5, "BlueFlame wrote past 64 bytes");
+	} else {
+		CHECK(memcmp(slot, last, 8) == 0,
+		      "doorbell register does not hold ctrl segment bytes 0-7");
+		for (i = 8; i < (int)bf.buf_size; i++)
+			CHECK(slot[i] == 0xa5,
+			      "doorbell path wrote more than 8 bytes (BlueFlame used?)");
+	}
+	for (i = 0; i < 4096; i++)
+		if (uar_page + i < slot || uar_page + i >= slot + bf.buf_size)
+			CHECK(uar_page[i] == 0xa5, "UAR page written outside the BF slot");
+}
+
+/* After a timed window: the register half written last (bf.offset has
+ * been toggled since) holds the last WQE's first 8 bytes (doorbell) or its
+ * first 64 bytes (BlueFlame); on the doorbell path bytes 8..buf_size of
+ * both halves still hold the 0xa5 fill of the last checked_post(). */
+static void check_register(int expect_bf)
+{
+	uint8_t *last_slot = (uint8_t *)bf.reg + (bf.offset ^ bf.buf_size);
+	uint8_t *last = sq_buf +
+		((qp->sq.cur_post - 1) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
+	unsigned h, i;
+
+	CHECK(memcmp(last_slot, last, expect_bf ? 64 : 8) == 0,
+	      "register does not hold the last WQE (%s path)",
+	      expect_bf ? "BlueFlame" : "doorbell");
+	if (!expect_bf)
+		for (h = 0; h < 2; h++)
+			for (i = 8; i < bf.buf_size; i++)
+				CHECK(((uint8_t *)bf.reg)[h * bf.buf_size + i] == 0xa5,
+				      "doorbell path wrote more than 8 bytes");
+}
+
+/* ---- timing ------------------------------------------------------------ */
+
+static inline uint64_t tsc_start(void)
+{
+	_mm_lfence();
+	uint64_t t = __rdtsc();
+	_mm_lfence();
+	return t;
+}
+
+static inline uint64_t tsc_stop(void)
+{
+	unsigned aux;
+	uint64_t t = __rdtscp(&aux);
+	_mm_lfence();
+	return t;
+}
+
+static double tsc_per_ns;
+static uint64_t timer_overhead;	/* median cycles of an empty window */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Effective core clock: a dec/jnz loop retires one iteration per cycle on
+ * current x86 cores, so iterations per ns ~ GHz.  Lower than nominal when
+ * the (shared, virtualised) CPU is being taken away from us. */
+static double core_ghz(void)
+{
+	double best = 0;
+	int i;
+
+	for (i = 0; i < 20; i++) {	/* best of 20 x 2M iterations */
+		uint64_t n = 2000000, t0, t1;
+
+		t0 = now_ns();
+		__asm__ volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
+		t1 = now_ns();
+		if (2000000.0 / (double)(t1 - t0) > best)
+			best = 2000000.0 / (double)(t1 - t0);
+	}
+	return best;
+}
+
+static void calibrate(void)
+{
+	static uint64_t w[20001];
+	uint64_t t0, n0, t1, n1;
+	int i;
+
+	n0 = now_ns();
+	t0 = __rdtsc();
+	while (now_ns() - n0 < 200000000ull)
+		;
+	n1 = now_ns();
+	t1 = __rdtsc();
+	tsc_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
+
+	for (i = 0; i < 20001; i++) {
+		uint64_t a = tsc_start();
+		uint64_t b = tsc_stop();
+		w[i] = b - a;
+	}
+	qsort(w, 20001, sizeof(w[0]), cmp_u64);
+	timer_overhead = w[10000];
+}
+
+/* ---- scenarios --------------------------------------------------------- */
+
+enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
+	    S_START_POLL, S_START_POLL_LOCK };
+
+static const struct {
+	const char *name;
+	enum scen s;
+	const char *unit;
+} scen_tab[] = {
+	{ "post_write_sge", S_POST_SGE, "WQE (1 post_send call)" },
+	{ "post_write_sge_bf", S_POST_SGE_BF, "WQE (1 post_send call)" },
+	{ "post_write_list32", S_POST_LIST32, "WQE (1/32 of a post_send call)" },
+	{ "poll_cq32", S_POLL_V1, "completion (1/32 of a poll_cq call)" },
+	{ "poll_cq32_v0", S_POLL_V0, "completion (1/32 of a poll_cq call)" },
+	{ "start_poll32", S_START_POLL, "completion (1/32 of start..end_poll)" },
+	{ "start_poll32_lock", S_START_POLL_LOCK, "completion (1/32 of start..end_poll)" },
+};
+
+/* Runs `units` units of scenario s; returns the sum of the corrected
+ * timed-window cycles.  Every window's result is checked. */
+static uint64_t run_units(enum scen s, long units, struct ibv_cq_ex *cqx)
+{
+	static struct ibv_wc wc[32];
+	static uint64_t ids[32];
+	uint64_t cycles = 0;
+	long done = 0;
+	int i, rc = 0;
+
+	switch (s) {
+	case S_POST_SGE:
+	case S_POST_SGE_BF: {
+		/* windows of 32 single-WR posts, SQ retired between windows */
+		struct ibv_send_wr *wr = &wrs[0];
+		struct ibv_send_wr *saved_next = wr->next;
+
+		wr->next = NULL;
+		while (done < units) {
+			int b = units - done < 32 ? units - done : 32;
+			uint64_t t0, t1;
+
+			t0 = tsc_start();
+			for (i = 0; i < b; i++) {
+				wr->wr_id = next_wr_id++;
+				rc |= measured_post_send(qp->ibv_qp, wr);
+			}
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "post_send returned %d", rc);
+			CHECK(qp_dbrec[MLX5_SND_DBR] ==
+			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
+			check_register(s == S_POST_SGE_BF);
+			retire_sq();
+			done += b;
+		}
+		wr->next = saved_next;
+		break;
+	}
+	case S_POST_LIST32:
+		while (done < units) {
+			uint64_t t0, t1;
+			uint32_t c0 = qp->sq.cur_post;
+
+			for (i = 0; i < 32; i++)
+				wrs[i].wr_id = next_wr_id++;
+			t0 = tsc_start();
+			rc = measured_post_send(qp->ibv_qp, &wrs[0]);
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "post_send returned %d", rc);
+			CHECK(qp->sq.cur_post == c0 + 32, "sq.cur_post");
+			CHECK(qp_dbrec[MLX5_SND_DBR] ==
+			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
+			check_register(0);
+			retire_sq();
+			done += 32;
+		}
+		break;
+	case S_POLL_V1:
+	case S_POLL_V0:
+	case S_START_POLL:
+	case S_START_POLL_LOCK:
+		while (done < units) {
+			uint64_t t0, t1, id0 = next_wr_id;
+			uint32_t ctr0 = qp->sq.cur_post, ci0 = cq->cons_index;
+			unsigned st = ~0u;
+			struct ibv_send_wr *bad;
+			int n;
+
+			/* outside the window: post 32 signalled RDMA WRITEs
+			 * through libmlx5, then "the HCA" completes them */
+			for (i = 0; i < 32; i++)
+				wrs[i].wr_id = next_wr_id++;
+			rc = rdmacore44_0_mlx5_post_send(qp->ibv_qp, &wrs[0], &bad);
+			CHECK(rc == 0, "post_send (setup) returned %d", rc);
+			device_write_cqes(ctr0, 32);
+
+			t0 = tsc_start();
+			if (s == S_POLL_V1)
+				n = measured_poll_cq_v1(&cq->verbs_cq.cq, wc);
+			else if (s == S_POLL_V0)
+				n = measured_poll_cq_v0(&cq->verbs_cq.cq, wc);
+			else
+				n = measured_start_poll(cqx, ids, &st);
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+
+			CHECK(n == 32, "poll returned %d completions, want 32", n);
+			for (i = 0; i < 32; i++) {
+				if (s == S_POLL_V1 || s == S_POLL_V0) {
+					CHECK(wc[i].wr_id == id0 + i,
+					      "wc[%d].wr_id %llx, want %llx", i,
+					      (unsigned long long)wc[i].wr_id,
+					      (unsigned long long)(id0 + i));
+					CHECK(wc[i].status == IBV_WC_SUCCESS,
+					      "wc[%d].status %d", i, wc[i].status);
+					CHECK(wc[i].opcode == IBV_WC_RDMA_WRITE,
+					      "wc[%d].opcode %d", i, wc[i].opcode);
+					CHECK(wc[i].qp_num == QPN && wc[i].wc_flags == 0,
+					      "wc[%d].qp_num/wc_flags", i);
+				} else {
+					CHECK(ids[i] == id0 + i,
+					      "completion %d wr_id %llx, want %llx", i,
+					      (unsigned long long)ids[i],
+					      (unsigned long long)(id0 + i));
+				}
+			}
+			if (s == S_START_POLL || s == S_START_POLL_LOCK) {
+				CHECK(st == IBV_WC_SUCCESS, "status OR %u", st);
+			}
+			CHECK(cq->cons_index == ci0 + 32, "cq cons_index %u, want %u",
+			      cq->cons_index, ci0 + 32);
+			CHECK(cq_dbrec[MLX5_CQ_SET_CI] ==
+			      htobe32(cq->cons_index & 0xffffff),
+			      "CQ doorbell record %08x, want %08x",
+			      be32toh(cq_dbrec[MLX5_CQ_SET_CI]),
+			      cq->cons_index & 0xffffff);
+			CHECK(cq_dbrec[MLX5_CQ_ARM_DB] == 0, "CQ arm record touched");
+			CHECK(qp->sq.tail == qp->sq.head,
+			      "sq.tail %u != sq.head %u after polling all",
+			      qp->sq.tail, qp->sq.head);
+			CHECK(cq->lock.in_use == 0 && qp->sq.lock.in_use == 0,
+			      "lock left in use");
+			done += 32;
+		}
+		break;
+	}
+	measured_units += units;
+	return cycles;
+}
+
+static void preflight(enum scen s)
+{
+	int i;
+
+	/* A few fully checked posts (all WQE fields, doorbell record, what
+	 * the doorbell/BlueFlame register received), wrapping the SQ ring. */
+	switch (s) {
+	case S_POST_SGE:
+	case S_POST_SGE_BF:
+		for (i = 0; i < 300; i++) {
+			checked_post(1, s == S_POST_SGE_BF, 1);
+			if (qp->sq.head - qp->sq.tail >= 32)
+				retire_sq();
+		}
+		retire_sq();
+		break;
+	case S_POST_LIST32:
+		for (i = 0; i < 10; i++) {
+			checked_post(32, 0, 1);
+			retire_sq();
+		}
+		break;
+	default:
+		for (i = 0; i < 3; i++) {
+			checked_post(32, 0, 0);
+			retire_sq();
+		}
+		break;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *name = argc > 1 ? argv[1] : "";
+	int timing = !(argc > 2 && strcmp(argv[2], "count") == 0);
+	long units = argc > 3 ? atol(argv[3]) : 20000;
+	int rounds = argc > 4 ? atoi(argv[4]) : 15;
+	struct ibv_cq_ex *cqx = NULL;
+	double per[101], ghz0, ghz1;
+	enum scen s;
+	unsigned k;
+	int r;
+
+	if (strcmp(name, "addr") == 0) {
+		fabricate(1, 0);
+		cqx = make_cq_ex(1);
+		printf("single_threaded start_poll=%p next_poll=%p end_poll=%p\n",
+		       (void *)cqx->start_poll, (void *)cqx->next_poll,
+		       (void *)cqx->end_poll);
+		cqx = make_cq_ex(0);
+		printf("default start_poll=%p next_poll=%p end_poll=%p\n",
+		       (void *)cqx->start_poll, (void *)cqx->next_poll,
+		       (void *)cqx->end_poll);
+		return 0;
+	}
+	for (k = 0; k < sizeof(scen_tab) / sizeof(scen_tab[0]); k++)
+		if (strcmp(name, scen_tab[k].name) == 0)
+			break;
+	if (k == sizeof(scen_tab) / sizeof(scen_tab[0])) {
+		fprintf(stderr, "usage: %s SCENARIO|addr [time|count] [UNITS] [ROUNDS]\n",
+			argv[0]);
+		return 1;
+	}
+	s = scen_tab[k].s;
+	if (units < 32 || units % 32) {
+		fprintf(stderr, "UNITS must be a positive multiple of 32\n");
+		return 1;
+	}
+	if (rounds < 1 || rounds > 101)
+		rounds = 15;
+
+	if (timing) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(sched_getcpu(), &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
+
+	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF);
+	init_wrs();
+	if (s == S_START_POLL)
+		cqx = make_cq_ex(1);
+	else if (s == S_START_POLL_LOCK)
+		cqx = make_cq_ex(0);
+
+	preflight(s);
+
+	if (!timing) {
+		run_units(s, units, cqx);
+		printf("%s count units=%ld measured_units=%ld checks=OK\n", name,
+		       units, measured_units);
+		return 0;
+	}
+
+	calibrate();
+	ghz0 = core_ghz();
+	run_units(s, units, cqx);	/* warm-up round */
+	for (r = 0; r < rounds; r++)
+		per[r] = (double)run_units(s, units, cqx) / units / tsc_per_ns;
+	ghz1 = core_ghz();
+	qsort(per, rounds, sizeof(per[0]), cmp_dbl);
+	printf("%s time units/round=%ld rounds=%d ns/unit median=%.2f min=%.2f max=%.2f "
+	       "(tsc %.4f GHz, timer overhead %llu cycles subtracted per window, "
+	       "dec/jnz core clock %.2f/%.2f GHz before/after) unit=%s checks=OK\n",
+	       name, units, rounds, per[rounds / 2], per[0], per[rounds - 1],
+	       tsc_per_ns, (unsigned long long)timer_overhead, ghz0, ghz1,
+	       scen_tab[k].unit);
+	return 0;
+}
