@@ -63,6 +63,8 @@
 int rdmacore44_0_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 				struct ibv_send_wr **bad_wr);
 int rdmacore44_0_mlx5_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+int rdmacore44_0_mlx5_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+				struct ibv_recv_wr **bad_wr);
 int rdmacore44_0_mlx5_poll_cq_v1(struct ibv_cq *ibcq, int ne,
 				 struct ibv_wc *wc);
 int rdmacore44_0_mlx5_cq_fill_pfns(struct mlx5_cq *cq,
@@ -76,6 +78,8 @@ int rdmacore44_0_mlx5_cq_fill_pfns(struct mlx5_cq *cq,
 #define SQ_WQEBB   256u
 #define SQ_MAX_POST 64u		/* wq_size / wqe_size = 16384 / 256 */
 #define NCQE       512u
+#define RQ_WQE     256u		/* receive WQEs of 16 B: max_recv_sge = 1 */
+#define RLEN       2048u
 #define BF_REG_SIZE 512u	/* 1 << log_bf_reg_size on ConnectX-4 and later */
 
 #define LKEY       0x00001234u
@@ -88,7 +92,7 @@ static struct mlx5_context *ctx;
 static struct mlx5_qp *qp;
 static struct mlx5_cq *cq;
 static struct mlx5_bf bf;
-static uint8_t *sq_buf, *cqe_buf, *uar_page;
+static uint8_t *sq_buf, *rq_buf, *cqe_buf, *uar_page;
 static __be32 *qp_dbrec, *cq_dbrec;
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -168,6 +172,17 @@ static void fabricate(int cqe_version, int prefer_bf)
 	qp->sq.lock.need_lock = 0;
 	qp->rq.lock.need_lock = 0;
 	qp->rq.qp_state_max_gs = 1;
+	/* RQ as create_qp(max_recv_wr = 256, max_recv_sge = 1) sizes it:
+	 * 16-byte WQEs (one data segment, no signature), at the start of
+	 * the QP buffer (rq.offset 0). */
+	rq_buf = zalloc(4096, RQ_WQE * 16);
+	qp->buf.buf = rq_buf;
+	qp->rq.offset = 0;
+	qp->rq.wqe_cnt = RQ_WQE;
+	qp->rq.wqe_shift = 4;
+	qp->rq.max_gs = 1;
+	qp->rq.max_post = RQ_WQE;
+	qp->rq.wrid = zalloc(64, RQ_WQE * sizeof(uint64_t));
 	qp->max_inline_data = 256 - 192 - 4;	/* what mlx5_calc_sq_size reports */
 	qp->fm_cache = 0;
 	qp->sq_signal_bits = 0;		/* sq_sig_all = 0 */
@@ -252,6 +267,16 @@ __attribute__((noinline)) int measured_post_send(struct ibv_qp *ibqp,
 	return rdmacore44_0_mlx5_post_send(ibqp, wr, &bad_wr);
 }
 
+/* One ibv_post_recv-equivalent call: libmlx5's post_recv, called directly.
+ * Unit: 1 WQE for post_recv1; 32 WQEs per call for post_recv32. */
+__attribute__((noinline)) int measured_post_recv(struct ibv_qp *ibqp,
+						 struct ibv_recv_wr *wr)
+{
+	struct ibv_recv_wr *bad_wr;
+
+	return rdmacore44_0_mlx5_post_recv(ibqp, wr, &bad_wr);
+}
+
 /* One ibv_poll_cq-equivalent call with ne = 32 (mlx5_poll_cq_v1, the
  * function a CQE-version-1 context installs, or mlx5_poll_cq for v0). */
 __attribute__((noinline)) int measured_poll_cq_v1(struct ibv_cq *ibcq,
@@ -300,10 +325,22 @@ static long measured_units;
 static struct ibv_sge sges[32];
 static struct ibv_send_wr wrs[32];
 static uint64_t next_wr_id = 0x1000;
+static struct ibv_sge rsges[32];
+static struct ibv_recv_wr rwrs[32];
 
 static void init_wrs(void)
 {
 	int i;
+
+	for (i = 0; i < 32; i++) {
+		rsges[i].addr = LADDR + 0x100000 + i * RLEN;
+		rsges[i].length = RLEN;
+		rsges[i].lkey = LKEY;
+		memset(&rwrs[i], 0, sizeof(rwrs[i]));
+		rwrs[i].next = (i == 31) ? NULL : &rwrs[i + 1];
+		rwrs[i].sg_list = &rsges[i];
+		rwrs[i].num_sge = 1;
+	}
 
 	for (i = 0; i < 32; i++) {
 		sges[i].addr = LADDR + i * 4096;
@@ -325,6 +362,27 @@ static void init_wrs(void)
 static inline void retire_sq(void)
 {
 	qp->sq.tail = qp->sq.head;
+}
+
+/* The device filled every posted receive and the application polled it. */
+static inline void retire_rq(void)
+{
+	qp->rq.tail = qp->rq.head;
+}
+
+/* The receive WQE at counter ctr: one data segment for rwrs[k], the wr_id
+ * in the shadow. */
+static void check_rwqe(uint32_t ctr, int k, uint64_t wr_id)
+{
+	unsigned ind = ctr & (RQ_WQE - 1);
+	struct mlx5_wqe_data_seg *d = (void *)(rq_buf + ind * 16);
+
+	CHECK(be32toh(d->byte_count) == RLEN && be32toh(d->lkey) == LKEY &&
+	      be64toh(d->addr) == rsges[k].addr,
+	      "receive WQE %u: data segment %08x %08x %016llx", ctr,
+	      be32toh(d->byte_count), be32toh(d->lkey),
+	      (unsigned long long)be64toh(d->addr));
+	CHECK(qp->rq.wrid[ind] == wr_id, "rq.wrid[%u]", ind);
 }
 
 /* Write n requester CQEs (opcode REQ, RDMA_WRITE, 64 B, valid owner bit)
@@ -549,7 +607,7 @@ static void calibrate(void)
 /* ---- scenarios --------------------------------------------------------- */
 
 enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
-	    S_START_POLL, S_START_POLL_LOCK };
+	    S_START_POLL, S_START_POLL_LOCK, S_RECV1, S_RECV32 };
 
 static const struct {
 	const char *name;
@@ -563,6 +621,8 @@ static const struct {
 	{ "poll_cq32_v0", S_POLL_V0, "completion (1/32 of a poll_cq call)" },
 	{ "start_poll32", S_START_POLL, "completion (1/32 of start..end_poll)" },
 	{ "start_poll32_lock", S_START_POLL_LOCK, "completion (1/32 of start..end_poll)" },
+	{ "post_recv1", S_RECV1, "WQE (1 post_recv call)" },
+	{ "post_recv32", S_RECV32, "WQE (1/32 of a post_recv call)" },
 };
 
 /* Runs `units` units of scenario s; returns the sum of the corrected
@@ -621,6 +681,44 @@ static uint64_t run_units(enum scen s, long units, struct ibv_cq_ex *cqx)
 			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
 			check_register(0);
 			retire_sq();
+			done += 32;
+		}
+		break;
+	case S_RECV1:
+	case S_RECV32:
+		while (done < units) {
+			uint32_t h0 = qp->rq.head, sdb = qp_dbrec[MLX5_SND_DBR];
+			uint64_t t0, t1, id0 = next_wr_id;
+			int per = s == S_RECV1 ? 1 : 32;
+
+			for (i = 0; i < 32; i++)
+				rwrs[i].wr_id = next_wr_id++;
+			if (per == 1) {
+				struct ibv_recv_wr *saved = rwrs[0].next;
+
+				t0 = tsc_start();
+				for (i = 0; i < 32; i++) {
+					rwrs[i].next = NULL;
+					rc |= measured_post_recv(qp->ibv_qp, &rwrs[i]);
+				}
+				t1 = tsc_stop();
+				for (i = 0; i < 31; i++)
+					rwrs[i].next = &rwrs[i + 1];
+				rwrs[0].next = saved;
+			} else {
+				t0 = tsc_start();
+				rc = measured_post_recv(qp->ibv_qp, &rwrs[0]);
+				t1 = tsc_stop();
+			}
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "post_recv returned %d", rc);
+			CHECK(qp->rq.head == h0 + 32, "rq.head");
+			CHECK(qp_dbrec[MLX5_RCV_DBR] == htobe32(qp->rq.head & 0xffff),
+			      "RQ doorbell record");
+			CHECK(qp_dbrec[MLX5_SND_DBR] == sdb, "SQ doorbell record touched");
+			for (i = 0; i < 32; i++)
+				check_rwqe(h0 + i, i, id0 + i);
+			retire_rq();
 			done += 32;
 		}
 		break;
