@@ -97,6 +97,30 @@ impl<'a> RingBuf<'a> {
         true
     }
 
+    /// Writes one 16-byte segment at byte `offset` rounded down to a
+    /// multiple of 16 (taken modulo the ring length): a receive WQE's data
+    /// segment. Returns `false` and writes nothing if the ring is shorter
+    /// than 16 bytes.
+    #[inline(always)]
+    pub fn write16(&mut self, offset: usize, seg: [u8; 16]) -> bool {
+        if self.mask < 15 {
+            return false;
+        }
+        let at = offset & self.mask & !15;
+        // SAFETY: the length (`mask + 1`) is a power of two of at least
+        // 16, so `at`, a multiple of 16 below it, leaves 16 bytes before
+        // the ring's end, valid for writes (constructor contract); `seg` is
+        // a local value, which cannot overlap ring memory.
+        unsafe {
+            self.base
+                .as_ptr()
+                .add(at)
+                .cast::<[u8; 16]>()
+                .write_unaligned(seg);
+        }
+        true
+    }
+
     /// Copies whole 64-byte blocks (WQEBBs) into the ring from byte `offset`
     /// (taken modulo the ring length, a multiple of 64), wrapping at the end
     /// between blocks: one fixed-size copy per block, no `memcpy` call.

@@ -17,8 +17,30 @@ use crate::barrier;
 use crate::cq::LookupError;
 use crate::index::{in_flight, wq_counter16, RingSize};
 use crate::mmio::DeviceWord;
-use crate::prm::{Be32, Be64, DataSeg, INVALID_LKEY};
+use crate::prm::{DataSeg, INVALID_LKEY};
 use crate::ring::RingBuf;
+
+/// The data segment of `sge`: `byte_count`, `lkey`, `addr`, big-endian.
+#[inline(always)]
+fn data_seg(sge: &Sge) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..4].copy_from_slice(&sge.length.to_be_bytes());
+    b[4..8].copy_from_slice(&sge.lkey.to_be_bytes());
+    b[8..].copy_from_slice(&sge.addr.to_be_bytes());
+    b
+}
+
+/// The segment ending a WQE with fewer SGEs than its stride holds:
+/// `byte_count 0`, `lkey MLX5_INVALID_LKEY`, `addr 0`.
+const TERMINATOR_SEG: [u8; 16] = {
+    let mut b = [0u8; 16];
+    let k = INVALID_LKEY.to_be_bytes();
+    b[4] = k[0];
+    b[5] = k[1];
+    b[6] = k[2];
+    b[7] = k[3];
+    b
+};
 
 /// A cyclic receive queue.
 #[derive(Debug)]
@@ -99,52 +121,45 @@ impl<'a> Rq<'a> {
     }
 
     /// Writes one receive WQE; invisible to the device until [`Self::commit`].
+    #[inline]
     pub fn post(&mut self, wr_id: u64, sges: &[Sge]) -> Result<(), RqError> {
-        if self.outstanding() >= self.size.entries() {
+        let head = self.head;
+        if in_flight(head, self.tail) >= self.size.entries() {
             return Err(RqError::QueueFull);
         }
         let max = self.max_sge();
-        let used = sges.iter().filter(|s| s.length != 0).count();
         if sges.len() > max {
             return Err(RqError::TooManySges {
                 given: sges.len(),
                 max,
             });
         }
-        let base = self.size.slot(self.head) << self.wqe_shift;
+        let slot = self.size.slot(head);
+        let base = slot << self.wqe_shift;
+        // Zero-length SGEs are skipped (as libmlx5 does); at most `max`
+        // segments, inside this WQE's `1 << wqe_shift` bytes.
         let mut written = 0;
-        for sge in sges.iter().filter(|s| s.length != 0) {
-            let seg = DataSeg {
-                byte_count: Be32::new(sge.length),
-                lkey: Be32::new(sge.lkey),
-                addr: Be64::new(sge.addr),
-            };
-            self.ring.write_wrapping(
-                base + written * DataSeg::SIZE,
-                zerocopy::IntoBytes::as_bytes(&seg),
-            );
-            written += 1;
+        for sge in sges {
+            if sge.length != 0 {
+                self.ring
+                    .write16(base + written * DataSeg::SIZE, data_seg(sge));
+                written += 1;
+            }
         }
-        if used < max {
-            let term = DataSeg {
-                byte_count: Be32::new(0),
-                lkey: Be32::new(INVALID_LKEY),
-                addr: Be64::new(0),
-            };
-            self.ring.write_wrapping(
-                base + written * DataSeg::SIZE,
-                zerocopy::IntoBytes::as_bytes(&term),
-            );
+        if written < max {
+            self.ring
+                .write16(base + written * DataSeg::SIZE, TERMINATOR_SEG);
         }
-        if let Some(slot) = self.wrid.get_mut(self.size.slot(self.head)) {
-            *slot = wr_id;
+        if let Some(w) = self.wrid.get_mut(slot) {
+            *w = wr_id;
         }
-        self.head = self.head.wrapping_add(1);
+        self.head = head.wrapping_add(1);
         Ok(())
     }
 
     /// Publishes every posted WQE: to-device barrier, then
     /// `dbrec = BE32(head & 0xffff)` (skipped while the doorbell is disabled).
+    #[inline]
     pub fn commit(&mut self) {
         if self.published == self.head {
             return;
