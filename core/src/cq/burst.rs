@@ -111,6 +111,7 @@
 //! against `poll` and against `start_poll`/`next_poll`/`end_poll`).
 #![forbid(unsafe_code)]
 
+use super::completion::write_req_wc;
 use super::mem::{
     store_summary, CqeCopy, PlainFields, Run, SizedRing, FIELDS_COUNTER, FIELDS_IDS, FIELDS_OPCODE,
     OP_OWN, VALIDITY,
@@ -118,8 +119,8 @@ use super::mem::{
 use super::zip::{self, Fused, ScalarWriter, Session, SummaryWriter, Unzip};
 use super::{
     lookup_error, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title, UnzipPath,
-    WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64, FORMAT_MASK, NO_ZIP,
-    OPCODE_MASK, OP_REQ, OP_RESP_SEND_INV, QPN_MASK,
+    Wc, WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64, FORMAT_MASK,
+    NO_ZIP, OPCODE_MASK, OP_REQ, OP_RESP_SEND_INV, QPN_MASK,
 };
 use crate::barrier;
 use crate::prm::{
@@ -359,6 +360,71 @@ impl Cq {
             Some((Layout::Basic, _)) => self.burst_zip::<BASIC, W>(wide, wqs, out),
             Some((Layout::Enhanced, _)) => self.burst_zip::<ENHANCED, W>(wide, wqs, out),
         }
+    }
+
+    /// [`Self::poll_wc`] on a CQ without compression: the runs of
+    /// successful requester CQEs (format 0 or 1, one `op_own` byte) from
+    /// the consumer index, each entry's ownership byte read once, one
+    /// barrier per run, each field read once, retired through the send
+    /// queue and written as the `Wc` [`super::Completion::to_wc`] gives.
+    /// Stops before any other entry (left to the general steps), when
+    /// the CQ is empty or `out` is full. Returns the count and the error
+    /// that stopped it, if any (its CQE consumed, as by the general steps).
+    #[inline(always)]
+    pub(super) fn wc_req_runs<const S: usize, W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        out: &mut [Wc],
+    ) -> (usize, Result<(), PollError>) {
+        let Some(ring) = self.ring.sized::<S>() else {
+            return (0, Ok(()));
+        };
+        let entries = self.size.entries();
+        let classes = &CLASSES[usize::from(self.cfg.striding_rq)];
+        let max = out.len();
+        let mut n = 0;
+        while n < max {
+            let ci0 = self.ci;
+            let run = ring.run(ci0, max - n);
+            let class = &classes[usize::from(ci0 & entries != 0)];
+            let Some((_, k, stop)) =
+                run.scan_same::<OP_OWN>(|b| class[usize::from(b)] == PLAIN && b >> 4 == OP_REQ)
+            else {
+                break;
+            };
+            if k == 0 {
+                break;
+            }
+            // Every read of the run's bodies after its ownership bytes.
+            barrier::from_device();
+            let decoded =
+                run.prefix(k)
+                    .decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
+                        let wq = WqRef {
+                            qpn: f.sop_drop_qpn.qpn(),
+                            srqn_uidx: f.srqn_uidx.srqn_uidx(),
+                        };
+                        match wqs.retire_send(wq, f.wqe_counter, WcStatus::Success) {
+                            Ok(r) => {
+                                let word = f.sop_drop_qpn.into_bits().get();
+                                write_req_wc(slot, r, word, f.byte_cnt);
+                                Ok(())
+                            }
+                            Err(e) => Err(lookup_error(e, true, wq, f.wqe_counter)),
+                        }
+                    });
+            if let Err((i, e)) = decoded {
+                // The failing CQE is consumed (as by `advance_in`).
+                self.ci = ci0.wrapping_add(i as u32 + 1);
+                return (n + i, Err(e));
+            }
+            n += k;
+            self.ci = ci0.wrapping_add(k as u32);
+            if stop.is_some() {
+                break;
+            }
+        }
+        (n, Ok(()))
     }
 
     /// [`Self::poll_burst`] on a compressed CQ: picks the mini writer of

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use super::zip::{self, MiniBatch};
+use super::SendRetired;
 use crate::prm::{
     Be32, Cqe64, CqeFormat, CqeOpcode, L3HdrType, L4HdrType, L4L3HdrType, MprqByteCnt, SendOpcode,
     SopDropQpn, Syndrome, WcStatus, FLOW_TAG_MASK, MINI_CQE_ARRAY_SIZE,
@@ -626,24 +627,16 @@ impl Completion {
         wc.slid = 0;
         wc.sl = 0;
         wc.dlid_path_bits = 0;
-        match self.cqe.op_own.into_bits() >> 4 {
-            OP_REQ => {
-                // One table row by send opcode (`sop_drop_qpn[31:24]`).
-                let row = REQ_WC[(word >> 24) as usize];
-                wc.wc_flags = WcFlags(row.flags);
-                wc.opcode = if self.wr_opcode == Some(WcOpcode::Driver2) {
-                    Some(WcOpcode::Driver2)
-                } else if row.recorded {
-                    self.wr_opcode
-                } else {
-                    row.opcode
-                };
-                wc.byte_len = match row.len {
-                    ReqLen::Zero => 0,
-                    ReqLen::Cqe => self.byte_len(),
-                    ReqLen::Eight => 8,
-                };
-            }
+        let opcode = self.cqe.op_own.into_bits() >> 4;
+        if opcode == OP_REQ {
+            let retired = SendRetired {
+                wr_id: self.wr_id,
+                wr_opcode: self.wr_opcode,
+            };
+            write_req_wc(wc, retired, word, self.byte_len());
+            return;
+        }
+        match opcode {
             OP_RESP_WR_IMM | OP_RESP_SEND | OP_RESP_SEND_IMM | OP_RESP_SEND_INV => {
                 wc.opcode = Some(self.opcode());
                 wc.byte_len = self.byte_len();
@@ -670,20 +663,38 @@ impl Completion {
     }
 }
 
+/// The `Wc` of a successful requester completion (what
+/// [`Completion::to_wc`] gives for one): `retired` from the send queue,
+/// `word` the CQE's `sop_drop_qpn`, `byte_cnt` its byte count.
+#[inline(always)]
+pub(crate) fn write_req_wc(wc: &mut Wc, retired: SendRetired, word: u32, byte_cnt: u32) {
+    // One table row by send opcode (`sop_drop_qpn[31:24]`).
+    let row = REQ_WC[(word >> 24) as usize];
+    *wc = Wc {
+        wr_id: retired.wr_id,
+        status: WcStatus::Success,
+        opcode: if retired.wr_opcode == Some(WcOpcode::Driver2) {
+            Some(WcOpcode::Driver2)
+        } else if row.recorded {
+            retired.wr_opcode
+        } else {
+            row.opcode
+        },
+        vendor_err: 0,
+        byte_len: (byte_cnt & row.len_mask) | row.len_const,
+        imm_data: 0,
+        qp_num: word & QPN_BITS,
+        src_qp: 0,
+        wc_flags: WcFlags(row.flags),
+        pkey_index: 0,
+        slid: 0,
+        sl: 0,
+        dlid_path_bits: 0,
+    };
+}
+
 /// `sop_drop_qpn[23:0]`.
 const QPN_BITS: u32 = 0x00ff_ffff;
-
-/// The `byte_len` of a successful requester completion (libmlx5
-/// `handle_good_req`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ReqLen {
-    /// Not written (0).
-    Zero,
-    /// The CQE's byte count (RDMA READ).
-    Cqe,
-    /// 8 (the two atomics).
-    Eight,
-}
 
 /// What `ibv_poll_cq` reports for a successful requester CQE of one send
 /// opcode.
@@ -696,8 +707,12 @@ struct ReqWc {
     /// `wc_flags`: `IBV_WC_WITH_IMM` for RDMA WRITE with immediate and
     /// SEND with immediate.
     flags: u32,
-    /// `byte_len`.
-    len: ReqLen,
+    /// `byte_len = (byte_cnt & len_mask) | len_const` (libmlx5
+    /// `handle_good_req`): the CQE's byte count for RDMA READ, 8 for the
+    /// two atomics, else 0.
+    len_mask: u32,
+    /// See `len_mask`.
+    len_const: u32,
 }
 
 /// [`ReqWc`] of a raw send opcode, as [`Completion::req_opcode`] and
@@ -715,10 +730,15 @@ const fn req_wc(raw: u8) -> ReqWc {
         } else {
             0
         },
-        len: match sop {
-            SendOpcode::RdmaRead => ReqLen::Cqe,
-            SendOpcode::AtomicCs | SendOpcode::AtomicFa => ReqLen::Eight,
-            _ => ReqLen::Zero,
+        len_mask: if matches!(sop, SendOpcode::RdmaRead) {
+            u32::MAX
+        } else {
+            0
+        },
+        len_const: if matches!(sop, SendOpcode::AtomicCs | SendOpcode::AtomicFa) {
+            8
+        } else {
+            0
         },
     }
 }

@@ -598,7 +598,10 @@ impl Cq {
         }
     }
 
-    /// [`Self::poll_wc`] for layout `M`.
+    /// [`Self::poll_wc`] for layout `M`. Without compression, runs of
+    /// successful requester CQEs go through [`Self::wc_req_runs`] (the
+    /// usual send completions, as `poll_burst` takes them); every other
+    /// entry through the general steps.
     #[inline(always)]
     fn poll_wc_in<const M: u8, W: WorkQueues>(
         &mut self,
@@ -611,19 +614,31 @@ impl Cq {
         } else {
             Ok(())
         };
-        if result.is_ok() {
-            for slot in out.iter_mut() {
-                match self.advance_in::<M, W>(wqs) {
-                    Ok(true) => {
-                        self.cur.write_wc(slot);
-                        n += 1;
-                    }
-                    Ok(false) => break,
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
+        let wide = self.ring.stride() == 128;
+        while result.is_ok() {
+            if M == NO_ZIP {
+                let rest = out.get_mut(n..).unwrap_or_default();
+                let (k, r) = if wide {
+                    self.wc_req_runs::<128, W>(wqs, rest)
+                } else {
+                    self.wc_req_runs::<64, W>(wqs, rest)
+                };
+                n += k;
+                if let Err(e) = r {
+                    result = Err(e);
+                    break;
                 }
+            }
+            let Some(slot) = out.get_mut(n) else {
+                break;
+            };
+            match self.advance_in::<M, W>(wqs) {
+                Ok(true) => {
+                    self.cur.write_wc(slot);
+                    n += 1;
+                }
+                Ok(false) => break,
+                Err(e) => result = Err(e),
             }
         }
         self.update_ci();

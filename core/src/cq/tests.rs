@@ -1707,6 +1707,7 @@ fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) ->
         Mem::new(entries as usize, size, enhanced),
         Mem::new(entries as usize, size, enhanced),
         Mem::new(entries as usize, size, enhanced),
+        Mem::new(entries as usize, size, enhanced),
     ];
     let put = |slot: usize, c: &Cqe64| mems.iter().for_each(|m| m.put(slot, c));
     let put_first_half = |slot: usize, bytes: &[u8; 64]| {
@@ -1812,6 +1813,7 @@ fn burst_stream(path: UnzipPath, rng: &mut zip::prop::XorShift, max_log: u64) ->
         mems[0].cq_at(cfg, ci0),
         mems[1].cq_at(cfg, ci0),
         mems[2].cq_at(cfg, ci0),
+        mems[3].cq_at(cfg, ci0),
     ];
     let what = std::format!("{} {cfg:?} entries {entries} ci0 {ci0}", path.name());
     // `RawCounters` takes the whole-array paths for minis; `Picky` calls
@@ -1866,19 +1868,21 @@ fn start_next_end<W: WorkQueues>(
     Ok(n)
 }
 
-/// Polls `cqs[0]` with `poll`, `cqs[1]` with `poll_burst` and `cqs[2]`
-/// with `start_poll`/`next_poll`/`end_poll` in the same random batch sizes
-/// until empty or broken, comparing after every call.
+/// Polls `cqs[0]` with `poll`, `cqs[1]` with `poll_burst`, `cqs[2]`
+/// with `start_poll`/`next_poll`/`end_poll` and `cqs[3]` with `poll_wc`
+/// (against `to_wc` of `poll`'s completions) in the same random batch
+/// sizes until empty or broken, comparing after every call.
 fn compare_burst<W: WorkQueues>(
-    mut cqs: [Cq; 3],
-    mems: &[Mem; 3],
+    mut cqs: [Cq; 4],
+    mems: &[Mem; 4],
     rng: &mut zip::prop::XorShift,
     what: &str,
     wqs: impl Fn() -> W,
 ) -> usize {
     let mut compared = 0;
     let mut buf = [CompletionSummary::default(); 64];
-    let (mut w0, mut w1, mut w2) = (wqs(), wqs(), wqs());
+    let (mut w0, mut w1, mut w2, mut w3) = (wqs(), wqs(), wqs(), wqs());
+    let mut wcs = [Wc::default(); 64];
     // Mostly short bursts (minis carried over from one call to the next),
     // now and then up to 64; one call in eight on `cqs[1]` is a `poll`
     // (state a burst carried, taken on by the general poller, and back).
@@ -1889,8 +1893,14 @@ fn compare_burst<W: WorkQueues>(
         } else {
             1 + rng.below(9) as usize
         };
+        let ci_before = cqs[0].consumer_index();
         let mut want = Vec::new();
-        let r_poll = cqs[0].poll(&mut w0, batch, |c| want.push(c.summary()));
+        let mut want_wc = Vec::new();
+        let r_poll = cqs[0].poll(&mut w0, batch, |c| {
+            want.push(c.summary());
+            want_wc.push(c.to_wc());
+        });
+        let r_wc = cqs[3].poll_wc(&mut w3, &mut wcs[..batch]);
         let r_burst = if rng.below(8) == 0 {
             let mut got = Vec::new();
             let r = cqs[1].poll(&mut w1, batch, |c| got.push(c.summary()));
@@ -1904,6 +1914,8 @@ fn compare_burst<W: WorkQueues>(
         let ctx = || std::format!("{what} call {call} batch {batch}");
         assert_eq!(r_burst, r_poll, "{}", ctx());
         assert_eq!(r_one, r_poll, "start/next/end {}", ctx());
+        assert_eq!(r_wc, r_poll, "poll_wc {}", ctx());
+        assert_eq!(&wcs[..want_wc.len()], &want_wc[..], "poll_wc {}", ctx());
         assert_eq!(&buf[..want.len()], &want[..], "{}", ctx());
         assert_eq!(
             &buf[..by_one.len()],
@@ -1911,7 +1923,7 @@ fn compare_burst<W: WorkQueues>(
             "start/next/end {}",
             ctx()
         );
-        for i in 1..3 {
+        for i in 1..4 {
             let ctx = || std::format!("cq {i} {what} call {call} batch {batch}");
             assert_eq!(
                 cqs[i].consumer_index(),
@@ -1922,7 +1934,14 @@ fn compare_burst<W: WorkQueues>(
             // (`start_poll` finding nothing to report publishes nothing,
             // even if it consumed unreported entries, fillers or resize;
             // failing, it publishes the index even if it did not move.)
-            if i == 1 || matches!(r_one, Ok(n) if n > 0) {
+            // (`poll_wc` publishes the index on every call, as
+            // `ibv_poll_cq` does, `poll` only once it moved.)
+            let published = match i {
+                1 => true,
+                2 => matches!(r_one, Ok(n) if n > 0),
+                _ => cqs[0].consumer_index() != ci_before,
+            };
+            if published {
                 assert_eq!(mems[i].dbrec(), mems[0].dbrec(), "{}", ctx());
             }
             assert_eq!(cqs[i].in_session(), cqs[0].in_session(), "{}", ctx());
