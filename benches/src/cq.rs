@@ -11,7 +11,8 @@
 //! `end_poll`) with at most 32 completions per call, each resolved through
 //! [`RawCounters`] (the shadow-free `WorkQueues`: wr_id = `wqe_counter`, no
 //! per-queue lookup; the `*_sq` scenarios instead through a real send
-//! queue's shadow, [`OneSq`], as an `ibv_poll_cq` user's completions are) and handed to a closure that sums the wr_ids
+//! queue's shadow or its receive queue's wr_ids, [`OneQp`], as an
+//! `ibv_poll_cq` user's completions are) and handed to a closure that sums the wr_ids
 //! (`poll_burst`: written to an array of 32 `CompletionSummary`, whose
 //! wr_ids are then summed, ≈ 1.8 instructions per completion); the
 //! consumer-index doorbell record write once per call. Not measured: the
@@ -36,9 +37,10 @@ use mlx5dp::prm::{
 
 use mlx5dp::cq::{LookupError, RecvRetired, SendRetired, WorkQueues, WqRef};
 use mlx5dp::prm::WcStatus;
+use mlx5dp::rq::Rq;
 use mlx5dp::sq::{DoorbellOnly, QpType, RcQp, SendFlags, SendQueue, Sge, SqConfig};
 
-use crate::{leak_raw, sq, Scenario};
+use crate::{leak_raw, rq, sq, Scenario};
 
 /// CQEs in every benchmark CQ.
 pub const CQE_CNT: u32 = 512;
@@ -480,15 +482,17 @@ fn poll_scenario_with(
     })
 }
 
-/// The work queues of the `*_sq` scenarios: one RC send queue, found by
-/// its QPN, each requester completion retired through its shadow (the
-/// work libmlx5's `mlx5_poll_cq` does with the QP table and `sq.wrid[]`).
-pub struct OneSq {
+/// The work queues of the `*_sq` and `*_rq` scenarios: one RC QP, found
+/// by its QPN, each completion retired through its send queue's shadow or
+/// its receive queue's wr_ids (the work libmlx5's `mlx5_poll_cq` does
+/// with its resource table, `sq.wrid[]` and `rq.wrid[]`).
+pub struct OneQp {
     qpn: u32,
     sq: SendQueue<'static, DoorbellOnly, RcQp>,
+    rq: Rq<'static>,
 }
 
-impl WorkQueues for OneSq {
+impl WorkQueues for OneQp {
     fn retire_send(
         &mut self,
         wq: WqRef,
@@ -508,22 +512,36 @@ impl WorkQueues for OneSq {
         })
     }
 
-    fn retire_recv(&mut self, _: WqRef, _: u16, _: WcStatus) -> Result<RecvRetired, LookupError> {
-        Err(LookupError::Unsupported)
+    fn retire_recv(
+        &mut self,
+        wq: WqRef,
+        wqe_counter: u16,
+        status: WcStatus,
+    ) -> Result<RecvRetired, LookupError> {
+        if wq.qpn != self.qpn {
+            return Err(LookupError::UnknownQueue);
+        }
+        let wr_id = self.rq.retire(wqe_counter, status != WcStatus::Success)?;
+        Ok(RecvRetired {
+            wr_id,
+            rx_csum_valid: false,
+        })
     }
 }
 
-/// Polling requester completions of signalled RDMA WRITEs posted on a real
-/// send queue: untimed, `prepare` posts the WRITEs (wr_id = a running
-/// count) and writes one requester CQE per WQE, with its `wqe_counter` and
-/// the QP's number; timed, the poll resolves each through [`OneSq`].
+/// Polling completions of work requests posted on a real QP: untimed,
+/// `prepare` posts signalled RDMA WRITEs (`*_sq`) or receives of one SGE
+/// (`*_rq`; wr_id = a running count) and writes one CQE per WQE (REQ, or
+/// RESP_SEND with a byte count), with its `wqe_counter` and the QP's
+/// number; timed, the poll resolves each through [`OneQp`].
 struct ShadowScenario {
     name: &'static str,
     symbol: &'static str,
     api: Api,
+    recv: bool,
     cq: Cq,
     dev: CqDevice,
-    wqs: OneSq,
+    wqs: OneQp,
     posted: u64,
     consumed: u64,
     sink: u64,
@@ -541,25 +559,46 @@ impl Scenario for ShadowScenario {
     }
     fn prepare(&mut self) -> u64 {
         let ci = self.cq.consumer_index();
-        while self.wqs.sq.free_wqebbs() > 0 && self.dev.pi.wrapping_sub(ci) < CQE_CNT {
-            let index = self.wqs.sq.producer() as u16;
-            let off = (self.posted & 0xff) * 64;
-            let sge = Sge::new(sq::LKEY, 0x2_0000_1000 + off, 64);
-            if let Err(e) = self.wqs.sq.post_rdma_write(
-                self.posted,
-                0x00ab_cd01,
-                0x7f12_3456_0000 + off,
-                sge,
-                SendFlags::SIGNALED,
-            ) {
-                panic!("post failed: {e:?}");
+        loop {
+            let room = if self.recv {
+                self.wqs.rq.outstanding() < rq::RQ_WQE_CNT
+            } else {
+                self.wqs.sq.free_wqebbs() > 0
+            };
+            if !room || self.dev.pi.wrapping_sub(ci) >= CQE_CNT {
+                break;
             }
-            self.posted += 1;
             let p = self.dev.pi;
-            let mut c = self.dev.title(p, CqeOpcode::Req, 0);
-            c.wqe_counter = Be16::new(index);
+            let mut c = if self.recv {
+                let index = self.wqs.rq.head() as u16;
+                if let Err(e) = self.wqs.rq.post(self.posted, &[rq::recv_sge(self.posted)]) {
+                    panic!("receive post failed: {e:?}");
+                }
+                self.wqs.rq.commit();
+                let mut c = self.dev.title(p, CqeOpcode::RespSend, 0);
+                c.wqe_counter = Be16::new(index);
+                c.byte_cnt = Be32::new(64 + (self.posted & 0x3ff) as u32);
+                c
+            } else {
+                let index = self.wqs.sq.producer() as u16;
+                let off = (self.posted & 0xff) * 64;
+                let sge = Sge::new(sq::LKEY, 0x2_0000_1000 + off, 64);
+                if let Err(e) = self.wqs.sq.post_rdma_write(
+                    self.posted,
+                    0x00ab_cd01,
+                    0x7f12_3456_0000 + off,
+                    sge,
+                    SendFlags::SIGNALED,
+                ) {
+                    panic!("post failed: {e:?}");
+                }
+                let mut c = self.dev.title(p, CqeOpcode::Req, 0);
+                c.wqe_counter = Be16::new(index);
+                c.byte_cnt = Be32::new(0);
+                c
+            };
+            self.posted += 1;
             c.sop_drop_qpn = SopDropQpn::new().with_qpn(self.wqs.qpn);
-            c.byte_cnt = Be32::new(0);
             self.dev.put(p, zerocopy::transmute_ref!(&c));
             self.dev.pi = p.wrapping_add(1);
         }
@@ -577,16 +616,26 @@ impl Scenario for ShadowScenario {
     }
 }
 
-fn shadow_scenario(name: &'static str, symbol: &'static str, api: Api) -> Box<dyn Scenario> {
+fn shadow_scenario(
+    name: &'static str,
+    symbol: &'static str,
+    api: Api,
+    recv: bool,
+) -> Box<dyn Scenario> {
     let (cq, dev) = leak_cq(Stream::Uncompressed, UnzipPath::compile_time());
     let sq = sq::leak_queue(SqConfig::new(QpType::Rc, sq::QPN, 64, 4));
     Box::new(ShadowScenario {
         name,
         symbol,
         api,
+        recv,
         cq,
         dev,
-        wqs: OneSq { qpn: sq::QPN, sq },
+        wqs: OneQp {
+            qpn: sq::QPN,
+            sq,
+            rq: rq::leak_rq(),
+        },
         posted: 0,
         consumed: 0,
         sink: 0,
@@ -905,14 +954,44 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             Api::Poll,
             Stream::Enhanced(max_enhanced),
         ),
-        shadow_scenario("cq/poll32_sq", "*measured_cq_poll32*", Api::Poll),
-        shadow_scenario("cq/poll_wc32_sq", "*measured_cq_poll_wc32*", Api::PollWc),
+        shadow_scenario("cq/poll32_sq", "*measured_cq_poll32*", Api::Poll, false),
+        shadow_scenario(
+            "cq/poll_wc32_sq",
+            "*measured_cq_poll_wc32*",
+            Api::PollWc,
+            false,
+        ),
         shadow_scenario(
             "cq/start_poll32_sq",
             "*measured_cq_start_poll32*",
             Api::StartPoll,
+            false,
         ),
-        shadow_scenario("cq/burst32_sq", "*measured_cq_poll_burst32*", Api::Burst),
+        shadow_scenario(
+            "cq/burst32_sq",
+            "*measured_cq_poll_burst32*",
+            Api::Burst,
+            false,
+        ),
+        shadow_scenario("cq/poll32_rq", "*measured_cq_poll32*", Api::Poll, true),
+        shadow_scenario(
+            "cq/poll_wc32_rq",
+            "*measured_cq_poll_wc32*",
+            Api::PollWc,
+            true,
+        ),
+        shadow_scenario(
+            "cq/start_poll32_rq",
+            "*measured_cq_start_poll32*",
+            Api::StartPoll,
+            true,
+        ),
+        shadow_scenario(
+            "cq/burst32_rq",
+            "*measured_cq_poll_burst32*",
+            Api::Burst,
+            true,
+        ),
         expand_scenario("cq/expand_session8", 8),
         expand_scenario("cq/expand_session64", 64),
         expand_scenario("cq/expand_session_max", max_basic),

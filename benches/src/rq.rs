@@ -31,12 +31,7 @@ pub fn measured_rq_post(rq: &mut Rq<'static>, first: u64, n: u64, per: u64) {
     let mut i = first;
     while i < first + n {
         for _ in 0..per {
-            let sge = Sge {
-                addr: ADDR + ((i & 0xff) << 11),
-                length: 2048,
-                lkey: LKEY,
-            };
-            if let Err(e) = rq.post(i, &[sge]) {
+            if let Err(e) = rq.post(i, &[recv_sge(i)]) {
                 post_failed(e);
             }
             i += 1;
@@ -88,7 +83,8 @@ impl Scenario for PostScenario {
     }
 }
 
-fn post_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
+/// A cyclic RQ of [`RQ_WQE_CNT`] one-SGE WQEs over leaked memory.
+pub(crate) fn leak_rq() -> Rq<'static> {
     let size = RingSize::new(RQ_WQE_CNT).expect("size");
     let bytes = (RQ_WQE_CNT as usize) << 4;
     let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
@@ -100,10 +96,22 @@ fn post_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
     // SAFETY: `dbrec` is a leaked, aligned `[u32; 2]`; its first word is
     // the RQ doorbell record (`MLX5_RCV_DBR`), written only by this queue.
     let dbrec = unsafe { DeviceWord::from_ptr(dbrec) };
-    let rq = Rq::new(ring, size, 4, dbrec, wrid, 0).expect("rq");
+    Rq::new(ring, size, 4, dbrec, wrid, 0).expect("rq")
+}
+
+/// One receive SGE of the benchmarks: 2 KiB at a buffer of `i`.
+pub(crate) fn recv_sge(i: u64) -> Sge {
+    Sge {
+        addr: ADDR + ((i & 0xff) << 11),
+        length: 2048,
+        lkey: LKEY,
+    }
+}
+
+fn post_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
     Box::new(PostScenario {
         name,
-        rq,
+        rq: leak_rq(),
         per,
         next: 0,
     })

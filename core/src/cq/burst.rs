@@ -111,7 +111,7 @@
 //! against `poll` and against `start_poll`/`next_poll`/`end_poll`).
 #![forbid(unsafe_code)]
 
-use super::completion::write_req_wc;
+use super::completion::{write_req_wc, write_resp_wc};
 use super::mem::{
     store_summary, CqeCopy, PlainFields, Run, SizedRing, FIELDS_COUNTER, FIELDS_IDS, FIELDS_OPCODE,
     OP_OWN, VALIDITY,
@@ -362,16 +362,18 @@ impl Cq {
         }
     }
 
-    /// [`Self::poll_wc`] on a CQ without compression: the runs of
-    /// successful requester CQEs (format 0 or 1, one `op_own` byte) from
-    /// the consumer index, each entry's ownership byte read once, one
-    /// barrier per run, each field read once, retired through the send
-    /// queue and written as the `Wc` [`super::Completion::to_wc`] gives.
-    /// Stops before any other entry (left to the general steps), when
-    /// the CQ is empty or `out` is full. Returns the count and the error
-    /// that stopped it, if any (its CQE consumed, as by the general steps).
+    /// [`Self::poll_wc`] on a CQ without compression: the runs of plain
+    /// CQEs (successful requester or, not on a striding RQ, responder
+    /// ones, format 0 or 1, one `op_own` byte per run) from the consumer
+    /// index, each entry's ownership byte read once, one barrier per run,
+    /// each entry's fields read once (a requester's five, a responder's
+    /// whole CQE), retired through its work queue and written as the `Wc`
+    /// [`super::Completion::to_wc`] gives. Stops before any other entry
+    /// (left to the general steps), when the CQ is empty or `out` is full.
+    /// Returns the count and the error that stopped it, if any (its CQE
+    /// consumed, as by the general steps).
     #[inline(always)]
-    pub(super) fn wc_req_runs<const S: usize, W: WorkQueues>(
+    pub(super) fn wc_runs<const S: usize, W: WorkQueues>(
         &mut self,
         wqs: &mut W,
         out: &mut [Wc],
@@ -387,8 +389,7 @@ impl Cq {
             let ci0 = self.ci;
             let run = ring.run(ci0, max - n);
             let class = &classes[usize::from(ci0 & entries != 0)];
-            let Some((_, k, stop)) =
-                run.scan_same::<OP_OWN>(|b| class[usize::from(b)] == PLAIN && b >> 4 == OP_REQ)
+            let Some((b0, k, stop)) = run.scan_same::<OP_OWN>(|b| class[usize::from(b)] == PLAIN)
             else {
                 break;
             };
@@ -397,22 +398,25 @@ impl Cq {
             }
             // Every read of the run's bodies after its ownership bytes.
             barrier::from_device();
-            let decoded =
-                run.prefix(k)
-                    .decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
-                        let wq = WqRef {
-                            qpn: f.sop_drop_qpn.qpn(),
-                            srqn_uidx: f.srqn_uidx.srqn_uidx(),
-                        };
-                        match wqs.retire_send(wq, f.wqe_counter, WcStatus::Success) {
-                            Ok(r) => {
-                                let word = f.sop_drop_qpn.into_bits().get();
-                                write_req_wc(slot, r, word, f.byte_cnt);
-                                Ok(())
-                            }
-                            Err(e) => Err(lookup_error(e, true, wq, f.wqe_counter)),
+            let group = run.prefix(k);
+            let decoded = if b0 >> 4 == OP_REQ {
+                group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
+                    let wq = WqRef {
+                        qpn: f.sop_drop_qpn.qpn(),
+                        srqn_uidx: f.srqn_uidx.srqn_uidx(),
+                    };
+                    match wqs.retire_send(wq, f.wqe_counter, WcStatus::Success) {
+                        Ok(r) => {
+                            let word = f.sop_drop_qpn.into_bits().get();
+                            write_req_wc(slot, r, word, f.byte_cnt);
+                            Ok(())
                         }
-                    });
+                        Err(e) => Err(lookup_error(e, true, wq, f.wqe_counter)),
+                    }
+                })
+            } else {
+                Self::resp_wcs(ring, wqs, group, &mut out[n..])
+            };
             if let Err((i, e)) = decoded {
                 // The failing CQE is consumed (as by `advance_in`).
                 self.ci = ci0.wrapping_add(i as u32 + 1);
@@ -425,6 +429,34 @@ impl Cq {
             }
         }
         (n, Ok(()))
+    }
+
+    /// [`Self::wc_runs`] on a run of successful responder CQEs: each
+    /// copied once, retired through the receive queue, written as its
+    /// `Wc`. Stops at the first lookup error, returning its index.
+    #[inline(always)]
+    fn resp_wcs<const S: usize, W: WorkQueues>(
+        ring: SizedRing<S>,
+        wqs: &mut W,
+        group: Run<S>,
+        out: &mut [Wc],
+    ) -> Result<(), (usize, PollError)> {
+        for (i, slot) in out.iter_mut().enumerate() {
+            let Some(entry) = group.entry(i) else {
+                break;
+            };
+            let cqe = ring.ring().copy_cqe(entry);
+            let wq = WqRef {
+                qpn: cqe.sop_drop_qpn.qpn(),
+                srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
+            };
+            let wqe_counter = cqe.wqe_counter.get();
+            match wqs.retire_recv(wq, wqe_counter, WcStatus::Success) {
+                Ok(r) => write_resp_wc(slot, r.wr_id, r.rx_csum_valid, &cqe),
+                Err(e) => return Err((i, lookup_error(e, false, wq, wqe_counter))),
+            }
+        }
+        Ok(())
     }
 
     /// [`Self::poll_burst`] on a compressed CQ: picks the mini writer of

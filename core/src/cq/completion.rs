@@ -638,15 +638,12 @@ impl Completion {
         }
         match opcode {
             OP_RESP_WR_IMM | OP_RESP_SEND | OP_RESP_SEND_IMM | OP_RESP_SEND_INV => {
-                wc.opcode = Some(self.opcode());
-                wc.byte_len = self.byte_len();
-                wc.imm_data = self.imm_data();
-                wc.wc_flags = self.wc_flags();
-                wc.src_qp = self.src_qp();
-                wc.pkey_index = self.pkey_index();
-                wc.slid = self.slid();
-                wc.sl = self.sl();
-                wc.dlid_path_bits = self.dlid_path_bits();
+                match self.origin {
+                    Origin::Regular => {
+                        write_resp_wc(wc, self.wr_id, self.rx_csum_valid, &self.cqe);
+                    }
+                    Origin::Mini => self.write_resp_wc_by_accessors(wc),
+                }
             }
             OP_REQ_ERR | OP_RESP_ERR => {
                 wc.opcode = None;
@@ -660,6 +657,20 @@ impl Completion {
                 wc.wc_flags = WcFlags(0);
             }
         }
+    }
+
+    /// The responder fields of [`Self::to_wc`] from the accessors (a mini's
+    /// come from its lane); `wc` is otherwise as `write_wc` left it.
+    pub(crate) fn write_resp_wc_by_accessors(&self, wc: &mut Wc) {
+        wc.opcode = Some(self.opcode());
+        wc.byte_len = self.byte_len();
+        wc.imm_data = self.imm_data();
+        wc.wc_flags = self.wc_flags();
+        wc.src_qp = self.src_qp();
+        wc.pkey_index = self.pkey_index();
+        wc.slid = self.slid();
+        wc.sl = self.sl();
+        wc.dlid_path_bits = self.dlid_path_bits();
     }
 }
 
@@ -690,6 +701,57 @@ pub(crate) fn write_req_wc(wc: &mut Wc, retired: SendRetired, word: u32, byte_cn
         slid: 0,
         sl: 0,
         dlid_path_bits: 0,
+    };
+}
+
+/// The `Wc` of a successful responder completion of a regular CQE `cqe`
+/// (what [`Completion::to_wc`] gives for one): `wr_id` and
+/// `rx_csum_valid` from the receive queue (libmlx5 `handle_responder`,
+/// `mlx5_parse_cqe`: opcode, byte count, immediate or invalidated rkey,
+/// flags, source QP, P_Key index, SLID, SL, path bits).
+#[inline(always)]
+pub(crate) fn write_resp_wc(wc: &mut Wc, wr_id: u64, rx_csum_valid: bool, cqe: &Cqe64) {
+    let op = cqe.op_own.into_bits() >> 4;
+    let raw_imm = cqe.imm_inval_pkey.get();
+    let mut flags = if op == CqeOpcode::RespWrImm.raw() || op == CqeOpcode::RespSendImm.raw() {
+        WcFlags::WITH_IMM
+    } else if op == CqeOpcode::RespSendInv.raw() {
+        WcFlags::WITH_INV
+    } else {
+        0
+    };
+    if rx_csum_valid
+        && cqe.hds_ip_ext.l3_ok()
+        && cqe.hds_ip_ext.l4_ok()
+        && L3HdrType::from_raw(cqe.l4_l3_hdr_type.l3_hdr_type()) == L3HdrType::Ipv4
+    {
+        flags |= WcFlags::IP_CSUM_OK;
+    }
+    if cqe.flags_rqpn.grh() != 0 {
+        flags |= WcFlags::GRH;
+    }
+    *wc = Wc {
+        wr_id,
+        status: WcStatus::Success,
+        opcode: Some(if op == CqeOpcode::RespWrImm.raw() {
+            WcOpcode::RecvRdmaWithImm
+        } else {
+            WcOpcode::Recv
+        }),
+        vendor_err: 0,
+        byte_len: cqe.byte_cnt.get(),
+        imm_data: if op == CqeOpcode::RespSendInv.raw() {
+            raw_imm.swap_bytes()
+        } else {
+            raw_imm
+        },
+        qp_num: cqe.sop_drop_qpn.qpn(),
+        src_qp: cqe.flags_rqpn.rqpn(),
+        wc_flags: WcFlags(flags),
+        pkey_index: raw_imm as u16,
+        slid: cqe.slid.get(),
+        sl: cqe.flags_rqpn.sl(),
+        dlid_path_bits: cqe.ml_path & 0x7f,
     };
 }
 

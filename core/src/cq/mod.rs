@@ -599,9 +599,9 @@ impl Cq {
     }
 
     /// [`Self::poll_wc`] for layout `M`. Without compression, runs of
-    /// successful requester CQEs go through [`Self::wc_req_runs`] (the
-    /// usual send completions, as `poll_burst` takes them); every other
-    /// entry through the general steps.
+    /// successful requester and responder CQEs go through
+    /// [`Self::wc_runs`] (the usual completions, as `poll_burst` takes
+    /// them); every other entry through the general steps.
     #[inline(always)]
     fn poll_wc_in<const M: u8, W: WorkQueues>(
         &mut self,
@@ -619,9 +619,9 @@ impl Cq {
             if M == NO_ZIP {
                 let rest = out.get_mut(n..).unwrap_or_default();
                 let (k, r) = if wide {
-                    self.wc_req_runs::<128, W>(wqs, rest)
+                    self.wc_runs::<128, W>(wqs, rest)
                 } else {
-                    self.wc_req_runs::<64, W>(wqs, rest)
+                    self.wc_runs::<64, W>(wqs, rest)
                 };
                 n += k;
                 if let Err(e) = r {

@@ -49,6 +49,8 @@ pub struct Rq<'a> {
     dbrec: &'a DeviceWord<u32>,
     wrid: &'a mut [u64],
     size: RingSize,
+    /// `size.mask()`, kept (the hot paths' slot computation).
+    mask: u32,
     wqe_shift: u8,
     /// Next WQE to post (free-running).
     head: u32,
@@ -85,6 +87,7 @@ impl<'a> Rq<'a> {
             dbrec,
             wrid,
             size,
+            mask: size.mask(),
             wqe_shift,
             head,
             published: head,
@@ -175,18 +178,20 @@ impl<'a> Rq<'a> {
 
     /// Retires the WQE a responder CQE names. `wqe_counter` must be in
     /// flight (between tail and head); the wr_id comes from the shadow.
+    #[inline]
     pub fn retire(&mut self, wqe_counter: u16, error: bool) -> Result<u64, LookupError> {
-        let ahead = wqe_counter.wrapping_sub(wq_counter16(self.tail));
-        if u32::from(ahead) >= self.outstanding() {
+        let tail = self.tail;
+        let ahead = wqe_counter.wrapping_sub(wq_counter16(tail));
+        if u32::from(ahead) >= in_flight(self.head, tail) {
             return Err(LookupError::NotInFlight);
         }
-        let idx = self.size.slot(self.tail.wrapping_add(u32::from(ahead)));
+        let idx = (tail.wrapping_add(u32::from(ahead)) & self.mask) as usize;
         let wr_id = self
             .wrid
             .get(idx)
             .copied()
             .ok_or(LookupError::NotInFlight)?;
-        self.tail = self.tail.wrapping_add(1);
+        self.tail = tail.wrapping_add(1);
         if error {
             self.error = true;
         }
