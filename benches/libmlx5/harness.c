@@ -24,7 +24,11 @@
  *     unset) for post_write_sge_bf, 0 (MLX5_POST_SEND_PREFER_BF=0) for
  *     every other scenario, so single-WR posts ring the 8-byte doorbell;
  *   - struct mlx5_cq with 512 64-byte CQEs (all initialised to opcode
- *     INVALID as mlx5_alloc_cq_buf does), doorbell record, cqn.
+ *     INVALID as mlx5_alloc_cq_buf does), doorbell record, cqn;
+ *   - the QP's RQ (256 WQEs of 16 B, one data segment), for post_recv* and
+ *     the receive-poll scenarios (responder CQEs of IB RC SEND receives);
+ *   - for post_srq_recv*: a struct mlx5_srq as ibv_create_srq(max_wr = 255,
+ *     max_sge = 1) leaves it (fabricate_srq).
  *
  * Nothing of rdma-core is copied here: its private headers are included
  * (RDMA_CORE_SRC, see gen-headers.sh and README.md) and its code is linked
@@ -39,6 +43,8 @@
  *           --toggle-collect=<measured function>.
  * Scenarios: post_write_sge post_write_sge_bf post_write_list32
  *            poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock
+ *            post_recv1 post_recv32 poll_cq32_recv start_poll32_recv
+ *            post_srq_recv1 post_srq_recv32
  *            and "addr" (prints the function pointers mlx5_cq_fill_pfns
  *            installed, for run.sh to name with nm).
  */
@@ -70,6 +76,10 @@ int rdmacore44_0_mlx5_poll_cq_v1(struct ibv_cq *ibcq, int ne,
 int rdmacore44_0_mlx5_cq_fill_pfns(struct mlx5_cq *cq,
 				   const struct ibv_cq_init_attr_ex *cq_attr,
 				   struct mlx5_context *mctx);
+int rdmacore44_0_mlx5_post_srq_recv(struct ibv_srq *ibsrq,
+				    struct ibv_recv_wr *wr,
+				    struct ibv_recv_wr **bad_wr);
+void rdmacore44_0_mlx5_free_srq_wqe(struct mlx5_srq *srq, int ind);
 
 /* ---- fabricated objects ------------------------------------------------ */
 #define QPN        0x000a1bu	/* arbitrary 24-bit QP number */
@@ -88,12 +98,29 @@ int rdmacore44_0_mlx5_cq_fill_pfns(struct mlx5_cq *cq,
 #define RADDR      0x00007f0000001000ull
 #define LEN        64u
 
+/* The RC peer as an IB receive completion reports it (responder CQEs) */
+#define REMOTE_QPN 0x000b2cu	/* the peer QP's number: CQE flags_rqpn[23:0] */
+#define REMOTE_LID 0x0003u	/* the peer port's LID: CQE slid */
+
+/* SRQ as ibv_create_srq(max_wr = 255, max_sge = 1) leaves it on a ConnectX
+ * (max_srq_wr = 32767, so mlx5_alloc_srq_buf keeps a wait queue):
+ * max_wr * 2 + 1 = 511 -> srq->max = 512 WQEs of 32 B (next segment + one
+ * data segment, wqe_shift 5); free list 0 -> 1 -> ... -> 255 (head 0, tail
+ * 255: 255 postable, attr.max_wr reported back = tail = 255); wait queue
+ * 256 -> ... -> 511 (waitq_head 256, waitq_tail 511). */
+#define SRQ_MAX    512u
+#define SRQ_TAIL0  255
+#define SRQN       0x000043u
+
 static struct mlx5_context *ctx;
 static struct mlx5_qp *qp;
 static struct mlx5_cq *cq;
 static struct mlx5_bf bf;
 static uint8_t *sq_buf, *rq_buf, *cqe_buf, *uar_page;
 static __be32 *qp_dbrec, *cq_dbrec;
+static struct mlx5_srq *srq;
+static uint8_t *srq_buf;
+static __be32 *srq_dbrec;
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)
@@ -233,6 +260,47 @@ static void fabricate(int cqe_version, int prefer_bf)
 		&qp->rsc;
 }
 
+/* An SRQ as mlx5_create_srq(max_wr = 255, max_sge = 1) leaves it
+ * (verbs.c mlx5_create_srq + srq.c mlx5_alloc_srq_buf / set_srq_buf_ll),
+ * with need_lock = 0 (MLX5_SINGLE_THREADED=1) and no WQE signature
+ * (MLX5_SRQ_SIGNATURE unset). */
+static void fabricate_srq(void)
+{
+	unsigned i;
+
+	srq = zalloc(64, sizeof(*srq));
+	srq->vsrq.srq.context = &ctx->ibv_ctx.context;
+	srq->vsrq.srq.handle = 1;
+	srq->lock.need_lock = 0;
+	srq->max_gs = 1;		/* (32 - 16) / 16 */
+	srq->wqe_shift = 5;		/* ilog32(32 - 1) */
+	srq->max = SRQ_MAX;		/* align_queue_size(255 * 2 + 1) */
+	srq_buf = zalloc(4096, SRQ_MAX << 5);
+	srq->buf.buf = srq_buf;
+	srq->buf.length = SRQ_MAX << 5;
+	srq->head = 0;
+	srq->tail = SRQ_TAIL0;		/* align_queue_size(255 + 1) - 1 */
+	srq->waitq_head = SRQ_TAIL0 + 1;
+	srq->waitq_tail = SRQ_MAX - 1;
+	srq->wrid = zalloc(64, SRQ_MAX * sizeof(uint64_t));
+	/* set_srq_buf_ll(srq, head, tail) and (waitq_head, waitq_tail):
+	 * WQE i's next_wqe_index = i + 1; the last of each list is left 0 */
+	for (i = 0; i < SRQ_TAIL0; i++)
+		((struct mlx5_wqe_srq_next_seg *)(srq_buf + (i << 5)))->next_wqe_index =
+			htobe16(i + 1);
+	for (i = SRQ_TAIL0 + 1; i < SRQ_MAX - 1; i++)
+		((struct mlx5_wqe_srq_next_seg *)(srq_buf + (i << 5)))->next_wqe_index =
+			htobe16(i + 1);
+	srq_dbrec = zalloc(64, 64);
+	srq->db = srq_dbrec;		/* *srq->db = 0 */
+	srq->custom_db = false;
+	srq->counter = 0;
+	srq->wq_sig = 0;
+	srq->srqn = SRQN;
+	srq->rsc.rsn = SRQN;
+	srq->rsc.type = MLX5_RSC_TYPE_SRQ;
+}
+
 /* cq_ex: what create_cq(..., MLX5_CQ_FLAGS_EXTENDED) does around
  * mlx5_cq_fill_pfns: it sees MLX5_CQ_FLAGS_SINGLE_THREADED if the user asked
  * for IBV_CREATE_CQ_ATTR_SINGLE_THREADED, then cq->flags = EXTENDED. */
@@ -313,6 +381,42 @@ __attribute__((noinline)) int measured_start_poll(struct ibv_cq_ex *cqx,
 	ibv_end_poll(cqx);
 	*status_or = st;
 	return n;
+}
+
+/* The same with a receive CQ: reads wr_id, status and byte_len
+ * (ibv_wc_read_byte_len, i.e. the read_byte_len op) of every completion. */
+__attribute__((noinline)) int measured_start_poll_recv(struct ibv_cq_ex *cqx,
+						       uint64_t *wr_ids,
+						       uint32_t *lens,
+						       unsigned *status_or)
+{
+	struct ibv_poll_cq_attr attr = {};
+	unsigned st = 0;
+	int n = 0;
+
+	if (ibv_start_poll(cqx, &attr))
+		return 0;
+	for (;;) {
+		wr_ids[n] = cqx->wr_id;
+		st |= cqx->status;
+		lens[n] = ibv_wc_read_byte_len(cqx);
+		if (++n == 32 || ibv_next_poll(cqx))
+			break;
+	}
+	ibv_end_poll(cqx);
+	*status_or = st;
+	return n;
+}
+
+/* One ibv_post_srq_recv-equivalent call: libmlx5's post_srq_recv, called
+ * directly.  Unit: 1 WQE for post_srq_recv1; 32 WQEs per call for
+ * post_srq_recv32. */
+__attribute__((noinline)) int measured_post_srq_recv(struct ibv_srq *ibsrq,
+						     struct ibv_recv_wr *wr)
+{
+	struct ibv_recv_wr *bad_wr;
+
+	return rdmacore44_0_mlx5_post_srq_recv(ibsrq, wr, &bad_wr);
 }
 
 /* ---- device model / helpers (never inside the measured functions) ------ */
@@ -405,6 +509,238 @@ static void device_write_cqes(uint32_t first_ctr, int n)
 		__atomic_thread_fence(__ATOMIC_RELEASE);
 		cqe->op_own = (MLX5_CQE_REQ << 4) | ((pos / NCQE) & 1);
 	}
+}
+
+/* Payload length of the seq-th receive completion: 64..1500 bytes,
+ * varying.  Always > 32, so a ConnectX with 64-byte CQEs and receive
+ * scatter-to-CQE (mlx5's default for RC: MLX5_QP_FLAG_SCATTER_CQE) does
+ * not inline the data in the CQE: no MLX5_INLINE_SCATTER_* bit in op_own. */
+static uint64_t recv_seq;
+
+static uint32_t recv_len(uint64_t seq)
+{
+	return 64 + (uint32_t)((seq * 389) % 1437);
+}
+
+static uint64_t recv_ts = 0x0000001234500000ull;
+
+/* Write n responder CQEs for successful IB RC SEND receives (no
+ * immediate) into the RQ WQEs at counters first_ctr, first_ctr + 1, ...,
+ * at the CQ's consumer index onwards, the way a ConnectX does for a QP
+ * created with a user index (CQE version 1):
+ *   op_own        MLX5_CQE_RESP_SEND << 4 | owner bit of the pass; no
+ *                 inline-scatter bits (byte_cnt > 32), not compressed
+ *   srqn_uidx     the QP's user index (no SRQ)
+ *   sop_drop_qpn  the QPN (bits 31:24 are not a WQE opcode on the
+ *                 responder side; 0, nothing dropped)
+ *   wqe_counter   the RQ WQE counter (libmlx5 uses rq.tail for a QP's own
+ *                 RQ, the counter only for an SRQ)
+ *   byte_cnt      the payload length
+ *   flags_rqpn    remote QPN, SL 0 (bits 27:24), no GRH (bits 29:28 = 0:
+ *                 IB within the subnet)
+ *   slid          the remote port's LID; ml_path 0 (LMC 0)
+ *   imm_inval_pkey 0 (no immediate; P_Key index 0)
+ *   timestamp     a free-running value
+ *   everything else (checksum/L3/L4/VLAN fields, app) 0: an IB RC QP */
+static void device_write_recv_cqes(uint32_t first_ctr, int n, uint64_t seq0)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint32_t pos = cq->cons_index + i;
+		struct mlx5_cqe64 *cqe =
+			(void *)(cqe_buf + (pos & (NCQE - 1)) * 64);
+
+		memset(cqe, 0, 63);
+		cqe->ml_path = 0;
+		cqe->slid = htobe16(REMOTE_LID);
+		cqe->flags_rqpn = htobe32((0u << 28) | (0u << 24) | REMOTE_QPN);
+		cqe->srqn_uidx = htobe32(UIDX);
+		cqe->imm_inval_pkey = 0;
+		cqe->byte_cnt = htobe32(recv_len(seq0 + i));
+		cqe->timestamp = htobe64(recv_ts += 1000);
+		cqe->sop_drop_qpn = htobe32(QPN);
+		cqe->wqe_counter = htobe16((uint16_t)(first_ctr + i));
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		cqe->op_own = (MLX5_CQE_RESP_SEND << 4) | ((pos / NCQE) & 1);
+	}
+}
+
+/* Outside the measured region of the receive-poll scenarios: post 32
+ * receives (rwrs[0..31], fresh wr_ids from *id0) through libmlx5's
+ * post_recv, check the WQEs and the RQ doorbell record, then "the HCA"
+ * completes them with 32 responder CQEs (lengths from *seq0). */
+static void recv_poll_setup(uint64_t *id0, uint64_t *seq0)
+{
+	uint32_t h0 = qp->rq.head;
+	struct ibv_recv_wr *bad;
+	int i, rc;
+
+	*id0 = next_wr_id;
+	*seq0 = recv_seq;
+	for (i = 0; i < 32; i++)
+		rwrs[i].wr_id = next_wr_id++;
+	rc = rdmacore44_0_mlx5_post_recv(qp->ibv_qp, &rwrs[0], &bad);
+	CHECK(rc == 0, "post_recv (setup) returned %d", rc);
+	CHECK(qp->rq.head == h0 + 32, "rq.head %u, want %u", qp->rq.head, h0 + 32);
+	CHECK(qp_dbrec[MLX5_RCV_DBR] == htobe32(qp->rq.head & 0xffff),
+	      "RQ doorbell record");
+	for (i = 0; i < 32; i++)
+		check_rwqe(h0 + i, i, *id0 + i);
+	device_write_recv_cqes(h0, 32, recv_seq);
+	recv_seq += 32;
+}
+
+/* After a receive poll: CQ/RQ bookkeeping as libmlx5 must leave it. */
+static void check_after_recv_poll(uint32_t ci0, uint32_t rq_tail0)
+{
+	CHECK(cq->cons_index == ci0 + 32, "cq cons_index %u, want %u",
+	      cq->cons_index, ci0 + 32);
+	CHECK(cq_dbrec[MLX5_CQ_SET_CI] == htobe32(cq->cons_index & 0xffffff),
+	      "CQ doorbell record %08x, want %08x",
+	      be32toh(cq_dbrec[MLX5_CQ_SET_CI]), cq->cons_index & 0xffffff);
+	CHECK(cq_dbrec[MLX5_CQ_ARM_DB] == 0, "CQ arm record touched");
+	CHECK(qp->rq.tail == rq_tail0 + 32, "rq.tail %u, want %u", qp->rq.tail,
+	      rq_tail0 + 32);
+	CHECK(qp->rq.tail == qp->rq.head, "rq.tail %u != rq.head %u",
+	      qp->rq.tail, qp->rq.head);
+	CHECK(qp->sq.tail == qp->sq.head, "SQ touched by a receive poll");
+	CHECK(qp_dbrec[MLX5_RCV_DBR] == htobe32(qp->rq.head & 0xffff),
+	      "RQ doorbell record changed by the poll");
+	CHECK(cq->lock.in_use == 0 && qp->rq.lock.in_use == 0 &&
+	      qp->sq.lock.in_use == 0, "lock left in use");
+}
+
+/* Check one ibv_wc of a receive completion against what libmlx5's
+ * handle_responder must report for the CQE device_write_recv_cqes wrote. */
+static void check_recv_wc(const struct ibv_wc *w, int i, uint64_t wr_id,
+			  uint32_t len)
+{
+	CHECK(w->wr_id == wr_id, "wc[%d].wr_id %llx, want %llx", i,
+	      (unsigned long long)w->wr_id, (unsigned long long)wr_id);
+	CHECK(w->status == IBV_WC_SUCCESS, "wc[%d].status %d", i, w->status);
+	CHECK(w->opcode == IBV_WC_RECV, "wc[%d].opcode %d, want IBV_WC_RECV",
+	      i, w->opcode);
+	CHECK(w->byte_len == len, "wc[%d].byte_len %u, want %u", i,
+	      w->byte_len, len);
+	CHECK(w->qp_num == QPN, "wc[%d].qp_num %x", i, w->qp_num);
+	CHECK(w->src_qp == REMOTE_QPN, "wc[%d].src_qp %x", i, w->src_qp);
+	CHECK(w->wc_flags == 0, "wc[%d].wc_flags %x, want 0 (no GRH/IMM/INV/csum)",
+	      i, w->wc_flags);
+	CHECK(w->slid == REMOTE_LID && w->sl == 0 && w->dlid_path_bits == 0 &&
+	      w->pkey_index == 0, "wc[%d] slid %x sl %u path_bits %u pkey_index %u",
+	      i, w->slid, w->sl, w->dlid_path_bits, w->pkey_index);
+}
+
+/* Full check of the lazy (cq_ex) receive path, reading every standard
+ * field through libmlx5's read ops.  Not inside any measured function; run
+ * by main() for start_poll32_recv except under valgrind (where the extra
+ * start/next/end_poll calls would land in the libmlx5-only count). */
+static void checked_start_poll_recv_fields(struct ibv_cq_ex *cqx, int batches)
+{
+	struct ibv_poll_cq_attr attr = {};
+	uint64_t id0, seq0;
+	uint32_t ci0, t0;
+	int b, n;
+
+	for (b = 0; b < batches; b++) {
+		ci0 = cq->cons_index;
+		t0 = qp->rq.tail;
+		recv_poll_setup(&id0, &seq0);
+		CHECK(ibv_start_poll(cqx, &attr) == 0, "start_poll: no completion");
+		for (n = 0;; n++) {
+			struct ibv_wc w;
+
+			memset(&w, 0xa5, sizeof(w));
+			w.wr_id = cqx->wr_id;
+			w.status = cqx->status;
+			w.opcode = ibv_wc_read_opcode(cqx);
+			w.byte_len = ibv_wc_read_byte_len(cqx);
+			w.qp_num = ibv_wc_read_qp_num(cqx);
+			w.src_qp = ibv_wc_read_src_qp(cqx);
+			w.wc_flags = ibv_wc_read_wc_flags(cqx);
+			w.slid = ibv_wc_read_slid(cqx);
+			w.sl = ibv_wc_read_sl(cqx);
+			w.dlid_path_bits = ibv_wc_read_dlid_path_bits(cqx);
+			w.pkey_index = 0;	/* no read op for it in cq_ex */
+			check_recv_wc(&w, n, id0 + n, recv_len(seq0 + n));
+			if (n == 31)
+				break;
+			CHECK(ibv_next_poll(cqx) == 0, "next_poll: ended after %d", n + 1);
+		}
+		ibv_end_poll(cqx);
+		check_after_recv_poll(ci0, t0);
+	}
+}
+
+/* ---- SRQ helpers -------------------------------------------------------- */
+
+static inline struct mlx5_wqe_srq_next_seg *srq_wqe(unsigned ind)
+{
+	return (void *)(srq_buf + (ind << 5));
+}
+
+/* The n WQE indices post_srq_recv will take: the free list from head. */
+static void srq_expect(int n, unsigned *idx, uint16_t *link)
+{
+	unsigned ind = srq->head;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		idx[i] = ind;
+		link[i] = be16toh(srq_wqe(ind)->next_wqe_index);
+		ind = link[i];
+	}
+}
+
+/* After posting rwrs[0..n-1] (wr_ids id0..) into idx[]: next segments
+ * untouched (link, signature, reserved), data segment, wrid, head, tail,
+ * wait queue, doorbell record = counter. */
+static void srq_check_posted(int n, const unsigned *idx, const uint16_t *link,
+			     uint64_t id0, uint16_t counter)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		struct mlx5_wqe_srq_next_seg *nx = srq_wqe(idx[i]);
+		struct mlx5_wqe_data_seg *d = (void *)(nx + 1);
+		static const uint8_t z[11];
+
+		CHECK(be16toh(nx->next_wqe_index) == link[i] && nx->signature == 0 &&
+		      nx->rsvd0[0] == 0 && nx->rsvd0[1] == 0 &&
+		      memcmp(nx->rsvd1, z, 11) == 0,
+		      "SRQ WQE %u: next segment changed", idx[i]);
+		CHECK(be32toh(d->byte_count) == RLEN && be32toh(d->lkey) == LKEY &&
+		      be64toh(d->addr) == rsges[i].addr,
+		      "SRQ WQE %u: data segment %08x %08x %016llx", idx[i],
+		      be32toh(d->byte_count), be32toh(d->lkey),
+		      (unsigned long long)be64toh(d->addr));
+		CHECK(srq->wrid[idx[i]] == id0 + i, "srq->wrid[%u] %llx, want %llx",
+		      idx[i], (unsigned long long)srq->wrid[idx[i]],
+		      (unsigned long long)(id0 + i));
+	}
+	CHECK(srq->head == link[n - 1], "srq->head %d, want %u", srq->head,
+	      link[n - 1]);
+	CHECK(srq->counter == counter, "srq->counter %u, want %u", srq->counter,
+	      counter);
+	CHECK(*srq_dbrec == htobe32(counter), "SRQ doorbell record %08x, want %08x",
+	      be32toh(*srq_dbrec), counter);
+	CHECK(srq->waitq_head == SRQ_TAIL0 + 1 && srq->waitq_tail == SRQ_MAX - 1,
+	      "SRQ wait queue moved");
+	CHECK(srq->lock.in_use == 0, "SRQ lock left in use");
+}
+
+/* The completion path for the n WQEs: mlx5_free_srq_wqe(srq, wqe_counter)
+ * for each, in completion order (what handle_responder does). */
+static void srq_complete(int n, const unsigned *idx)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		rdmacore44_0_mlx5_free_srq_wqe(srq, idx[i]);
+	CHECK(srq->tail == (int)idx[n - 1], "srq->tail %d, want %u", srq->tail,
+	      idx[n - 1]);
+	CHECK(srq->lock.in_use == 0, "SRQ lock left in use (free)");
 }
 
 /* Check the WQE libmlx5 wrote for wrs[k] at WQE counter ctr. */
@@ -607,7 +943,8 @@ static void calibrate(void)
 /* ---- scenarios --------------------------------------------------------- */
 
 enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
-	    S_START_POLL, S_START_POLL_LOCK, S_RECV1, S_RECV32 };
+	    S_START_POLL, S_START_POLL_LOCK, S_RECV1, S_RECV32,
+	    S_POLL_RECV, S_START_POLL_RECV, S_SRQ_RECV1, S_SRQ_RECV32 };
 
 static const struct {
 	const char *name;
@@ -623,6 +960,10 @@ static const struct {
 	{ "start_poll32_lock", S_START_POLL_LOCK, "completion (1/32 of start..end_poll)" },
 	{ "post_recv1", S_RECV1, "WQE (1 post_recv call)" },
 	{ "post_recv32", S_RECV32, "WQE (1/32 of a post_recv call)" },
+	{ "poll_cq32_recv", S_POLL_RECV, "completion (1/32 of a poll_cq call)" },
+	{ "start_poll32_recv", S_START_POLL_RECV, "completion (1/32 of start..end_poll)" },
+	{ "post_srq_recv1", S_SRQ_RECV1, "WQE (1 post_srq_recv call)" },
+	{ "post_srq_recv32", S_SRQ_RECV32, "WQE (1/32 of a post_srq_recv call)" },
 };
 
 /* Runs `units` units of scenario s; returns the sum of the corrected
@@ -722,6 +1063,88 @@ static uint64_t run_units(enum scen s, long units, struct ibv_cq_ex *cqx)
 			done += 32;
 		}
 		break;
+	case S_POLL_RECV:
+	case S_START_POLL_RECV:
+		while (done < units) {
+			static uint32_t lens[32];
+			uint64_t t0, t1, id0, seq0;
+			uint32_t ci0 = cq->cons_index, rt0 = qp->rq.tail;
+			unsigned st = ~0u;
+			int n;
+
+			/* outside the window: 32 receives posted through
+			 * libmlx5, then "the HCA" completes them */
+			recv_poll_setup(&id0, &seq0);
+			memset(wc, 0xa5, sizeof(wc));
+			memset(ids, 0xa5, sizeof(ids));
+			memset(lens, 0xa5, sizeof(lens));
+
+			t0 = tsc_start();
+			if (s == S_POLL_RECV)
+				n = measured_poll_cq_v1(&cq->verbs_cq.cq, wc);
+			else
+				n = measured_start_poll_recv(cqx, ids, lens, &st);
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+
+			CHECK(n == 32, "poll returned %d completions, want 32", n);
+			for (i = 0; i < 32; i++) {
+				if (s == S_POLL_RECV) {
+					check_recv_wc(&wc[i], i, id0 + i,
+						      recv_len(seq0 + i));
+				} else {
+					CHECK(ids[i] == id0 + i,
+					      "completion %d wr_id %llx, want %llx", i,
+					      (unsigned long long)ids[i],
+					      (unsigned long long)(id0 + i));
+					CHECK(lens[i] == recv_len(seq0 + i),
+					      "completion %d byte_len %u, want %u", i,
+					      lens[i], recv_len(seq0 + i));
+				}
+			}
+			if (s == S_START_POLL_RECV)
+				CHECK(st == IBV_WC_SUCCESS, "status OR %u", st);
+			check_after_recv_poll(ci0, rt0);
+			done += 32;
+		}
+		break;
+	case S_SRQ_RECV1:
+	case S_SRQ_RECV32:
+		while (done < units) {
+			unsigned idx[32];
+			uint16_t link[32];
+			uint16_t c0 = srq->counter;
+			uint64_t t0, t1, id0 = next_wr_id;
+
+			/* outside the window: the WQEs the free list will
+			 * hand out, fresh wr_ids, and (post_srq_recv1) each
+			 * WR made a list of one */
+			srq_expect(32, idx, link);
+			for (i = 0; i < 32; i++)
+				rwrs[i].wr_id = next_wr_id++;
+			if (s == S_SRQ_RECV1) {
+				for (i = 0; i < 32; i++)
+					rwrs[i].next = NULL;
+				t0 = tsc_start();
+				for (i = 0; i < 32; i++)
+					rc |= measured_post_srq_recv(&srq->vsrq.srq,
+								     &rwrs[i]);
+				t1 = tsc_stop();
+				for (i = 0; i < 31; i++)
+					rwrs[i].next = &rwrs[i + 1];
+			} else {
+				t0 = tsc_start();
+				rc = measured_post_srq_recv(&srq->vsrq.srq, &rwrs[0]);
+				t1 = tsc_stop();
+			}
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "post_srq_recv returned %d", rc);
+			srq_check_posted(32, idx, link, id0, (uint16_t)(c0 + 32));
+			/* the receives complete: WQEs back to the free list */
+			srq_complete(32, idx);
+			done += 32;
+		}
+		break;
 	case S_POLL_V1:
 	case S_POLL_V0:
 	case S_START_POLL:
@@ -817,6 +1240,45 @@ static void preflight(enum scen s)
 			retire_sq();
 		}
 		break;
+	case S_POLL_RECV:
+	case S_START_POLL_RECV:
+		/* nothing on the SQ; every window of run_units is checked */
+		break;
+	case S_SRQ_RECV1:
+	case S_SRQ_RECV32: {
+		/* 300 single-WR posts (wrapping the 256-entry free list) or
+		 * 10 lists of 32, each post checked (WQEs, wrid, head,
+		 * counter, doorbell record); completed 32 at a time */
+		int per = s == S_SRQ_RECV1 ? 1 : 32;
+		int n = per == 1 ? 300 : 10, out = 0, k, rc;
+		unsigned idx[32], oidx[32];
+		uint16_t link[32];
+
+		for (i = 0; i < n; i++) {
+			uint64_t id0 = next_wr_id;
+			uint16_t c = srq->counter + per;
+			struct ibv_recv_wr *saved = rwrs[per - 1].next;
+
+			srq_expect(per, idx, link);
+			for (k = 0; k < per; k++)
+				rwrs[k].wr_id = next_wr_id++;
+			rwrs[per - 1].next = NULL;
+			rc = measured_post_srq_recv(&srq->vsrq.srq, &rwrs[0]);
+			rwrs[per - 1].next = saved;
+			measured_units += per;
+			CHECK(rc == 0, "post_srq_recv returned %d", rc);
+			srq_check_posted(per, idx, link, id0, c);
+			for (k = 0; k < per; k++)
+				oidx[out++] = idx[k];
+			if (out == 32) {
+				srq_complete(32, oidx);
+				out = 0;
+			}
+		}
+		if (out)
+			srq_complete(out, oidx);
+		break;
+	}
 	default:
 		for (i = 0; i < 3; i++) {
 			checked_post(32, 0, 0);
@@ -824,6 +1286,46 @@ static void preflight(enum scen s)
 		}
 		break;
 	}
+}
+
+/* The fabricated SRQ holds exactly what ibv_create_srq(max_wr = 255)
+ * reports: 255 single-WR posts succeed, the 256th gets ENOMEM with
+ * bad_wr set; then all 255 complete.  Calls libmlx5's post_srq_recv
+ * outside the measured function, so main() skips it under valgrind. */
+static void srq_capacity_check(void)
+{
+	static unsigned idx[SRQ_MAX];
+	struct ibv_recv_wr *bad = NULL;
+	uint16_t link[1];
+	int i, rc;
+
+	for (i = 0; i < SRQ_TAIL0; i++) {
+		uint64_t id0 = next_wr_id;
+		uint16_t c = srq->counter + 1;
+		struct ibv_recv_wr *saved = rwrs[0].next;
+
+		srq_expect(1, &idx[i], link);
+		rwrs[0].wr_id = next_wr_id++;
+		rwrs[0].next = NULL;
+		rc = rdmacore44_0_mlx5_post_srq_recv(&srq->vsrq.srq, &rwrs[0], &bad);
+		rwrs[0].next = saved;
+		CHECK(rc == 0, "post_srq_recv %d of 255 returned %d", i + 1, rc);
+		srq_check_posted(1, &idx[i], link, id0, c);
+	}
+	CHECK(srq->head == srq->tail, "SRQ not full after 255 posts");
+	{
+		uint16_t c = srq->counter;
+		struct ibv_recv_wr *saved = rwrs[0].next;
+
+		rwrs[0].next = NULL;
+		rc = rdmacore44_0_mlx5_post_srq_recv(&srq->vsrq.srq, &rwrs[0], &bad);
+		rwrs[0].next = saved;
+		CHECK(rc == ENOMEM && bad == &rwrs[0],
+		      "256th post_srq_recv returned %d, want ENOMEM", rc);
+		CHECK(srq->counter == c && *srq_dbrec == htobe32(c),
+		      "failed post_srq_recv moved the counter/doorbell record");
+	}
+	srq_complete(SRQ_TAIL0, idx);
 }
 
 int main(int argc, char **argv)
@@ -841,9 +1343,10 @@ int main(int argc, char **argv)
 	if (strcmp(name, "addr") == 0) {
 		fabricate(1, 0);
 		cqx = make_cq_ex(1);
-		printf("single_threaded start_poll=%p next_poll=%p end_poll=%p\n",
+		printf("single_threaded start_poll=%p next_poll=%p end_poll=%p "
+		       "read_byte_len=%p\n",
 		       (void *)cqx->start_poll, (void *)cqx->next_poll,
-		       (void *)cqx->end_poll);
+		       (void *)cqx->end_poll, (void *)cqx->read_byte_len);
 		cqx = make_cq_ex(0);
 		printf("default start_poll=%p next_poll=%p end_poll=%p\n",
 		       (void *)cqx->start_poll, (void *)cqx->next_poll,
@@ -876,10 +1379,22 @@ int main(int argc, char **argv)
 
 	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF);
 	init_wrs();
-	if (s == S_START_POLL)
+	if (s == S_SRQ_RECV1 || s == S_SRQ_RECV32)
+		fabricate_srq();
+	if (s == S_START_POLL || s == S_START_POLL_RECV)
 		cqx = make_cq_ex(1);
 	else if (s == S_START_POLL_LOCK)
 		cqx = make_cq_ex(0);
+
+	/* Checks that call libmlx5 outside the measured function: skipped
+	 * under valgrind (they would be in the libmlx5-only Ir count but
+	 * not in measured_units); run.sh's timing processes run them. */
+	if (!RUNNING_ON_VALGRIND) {
+		if (s == S_START_POLL_RECV)
+			checked_start_poll_recv_fields(cqx, 3);
+		if (s == S_SRQ_RECV1 || s == S_SRQ_RECV32)
+			srq_capacity_check();
+	}
 
 	preflight(s);
 

@@ -18,7 +18,7 @@ BUILD=${BUILD_DIR:-$here/build}
 UNITS=${UNITS:-20000}
 ROUNDS=${ROUNDS:-15}
 REPEAT=${REPEAT:-5}
-SCENARIOS=${SCENARIOS:-"post_write_sge post_write_sge_bf post_write_list32 poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock post_recv1 post_recv32"}
+SCENARIOS=${SCENARIOS:-"post_write_sge post_write_sge_bf post_write_list32 poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock post_recv1 post_recv32 poll_cq32_recv start_poll32_recv post_srq_recv1 post_srq_recv32"}
 LIBDIR=/usr/lib/x86_64-linux-gnu
 
 grep -q 'set(PACKAGE_VERSION "44.0")' "$RDMA_CORE_SRC/CMakeLists.txt" ||
@@ -41,9 +41,11 @@ ops_line() { "$BUILD/harness" addr | grep "^$1 "; }
 st=$(ops_line single_threaded); df=$(ops_line default)
 getp() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 ST_START=$(name_of "$(getp "$st" start_poll)"); ST_NEXT=$(name_of "$(getp "$st" next_poll)"); ST_END=$(name_of "$(getp "$st" end_poll)")
+ST_BYTE_LEN=$(name_of "$(getp "$st" read_byte_len)")
 DF_START=$(name_of "$(getp "$df" start_poll)"); DF_NEXT=$(name_of "$(getp "$df" next_poll)"); DF_END=$(name_of "$(getp "$df" end_poll)")
 echo "cq_ex ops, IBV_CREATE_CQ_ATTR_SINGLE_THREADED: $ST_START / $ST_NEXT / $ST_END"
 echo "cq_ex ops, default flags:                      $DF_START / $DF_NEXT / $DF_END"
+echo "cq_ex read_byte_len op (IBV_WC_STANDARD_FLAGS):  $ST_BYTE_LEN"
 
 cg_ir() {   # scenario outfile toggles...
     scen=$1; out=$2; shift 2
@@ -62,13 +64,18 @@ for scen in $SCENARIOS; do
         wrap=measured_post_send; lib="--toggle-collect=rdmacore44_0_mlx5_post_send" ;;
     post_recv1|post_recv32)
         wrap=measured_post_recv; lib="--toggle-collect=rdmacore44_0_mlx5_post_recv" ;;
-    poll_cq32)
+    post_srq_recv1|post_srq_recv32)
+        wrap=measured_post_srq_recv; lib="--toggle-collect=rdmacore44_0_mlx5_post_srq_recv" ;;
+    poll_cq32|poll_cq32_recv)
         wrap=measured_poll_cq_v1; lib="--toggle-collect=rdmacore44_0_mlx5_poll_cq_v1" ;;
     poll_cq32_v0)
         wrap=measured_poll_cq_v0; lib="--toggle-collect=rdmacore44_0_mlx5_poll_cq" ;;
     start_poll32)
         wrap=measured_start_poll
         lib="--toggle-collect=$ST_START --toggle-collect=$ST_NEXT --toggle-collect=$ST_END" ;;
+    start_poll32_recv)
+        wrap=measured_start_poll_recv
+        lib="--toggle-collect=$ST_START --toggle-collect=$ST_NEXT --toggle-collect=$ST_END --toggle-collect=$ST_BYTE_LEN" ;;
     start_poll32_lock)
         wrap=measured_start_poll
         lib="--toggle-collect=$DF_START --toggle-collect=$DF_NEXT --toggle-collect=$DF_END" ;;
