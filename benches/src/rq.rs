@@ -11,11 +11,17 @@
 //!
 //! The RQ has 256 WQEs of 16 bytes (`wqe_shift` 4: one data segment, no
 //! terminator, as libmlx5 builds it for `max_recv_sge = 1`).
+//!
+//! `rq/post_srq_recv1` and `rq/post_srq_recv32`: the same posts on an SRQ
+//! (`Srq::post`: next WQE from the free list, data segment, shadow) of 256
+//! WQEs of 32 bytes (next segment and one data segment, as libmlx5 builds
+//! it for `max_sge = 1`); `prepare` retires the posted WQEs in order
+//! (`Srq::retire`, the completion path's work), untimed.
 
 use mlx5dp::index::RingSize;
 use mlx5dp::mmio::DeviceWord;
 use mlx5dp::ring::RingBuf;
-use mlx5dp::rq::{Rq, Sge};
+use mlx5dp::rq::{Rq, Sge, Srq, SrqSlot};
 
 use crate::{leak_raw, Scenario};
 
@@ -37,6 +43,21 @@ pub fn measured_rq_post(rq: &mut Rq<'static>, first: u64, n: u64, per: u64) {
             i += 1;
         }
         rq.commit();
+    }
+}
+
+/// [`measured_rq_post`] on an SRQ.
+#[inline(never)]
+pub fn measured_srq_post(srq: &mut Srq<'static>, first: u64, n: u64, per: u64) {
+    let mut i = first;
+    while i < first + n {
+        for _ in 0..per {
+            if let Err(e) = srq.post(i, &[recv_sge(i)]) {
+                post_failed(e);
+            }
+            i += 1;
+        }
+        srq.commit();
     }
 }
 
@@ -83,6 +104,81 @@ impl Scenario for PostScenario {
     }
 }
 
+/// An SRQ that [`Scenario::prepare`] keeps empty: it retires what the
+/// last measured call posted (the WQEs from the head it left, following
+/// the free list, as many as the counter moved).
+struct SrqScenario {
+    name: &'static str,
+    srq: Srq<'static>,
+    /// Head and counter when `prepare` last returned.
+    head: u16,
+    counter: u32,
+    per: u64,
+    next: u64,
+}
+
+impl Scenario for SrqScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        "*measured_srq_post*"
+    }
+    fn unit(&self) -> &'static str {
+        "WQE"
+    }
+    fn granule(&self) -> u64 {
+        self.per
+    }
+    fn prepare(&mut self) -> u64 {
+        // The device completed everything: retire in posting order.
+        let posted = self.srq.counter().wrapping_sub(self.counter);
+        let mut taken = Vec::with_capacity(posted as usize);
+        let mut ind = self.head;
+        for _ in 0..posted {
+            taken.push(ind);
+            ind = self.srq.next_of(ind).expect("link");
+        }
+        for ind in taken {
+            if let Err(e) = self.srq.retire(ind) {
+                panic!("SRQ retire failed: {e:?}");
+            }
+        }
+        self.head = self.srq.head();
+        self.counter = self.srq.counter();
+        // Whole granules (the SRQ holds 255).
+        u64::from(self.srq.capacity()) / self.per * self.per
+    }
+    fn measured(&mut self, n: u64) {
+        measured_srq_post(&mut self.srq, self.next, n, self.per);
+        self.next += n;
+    }
+}
+
+fn srq_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
+    let size = RingSize::new(RQ_WQE_CNT).expect("size");
+    let bytes = (RQ_WQE_CNT as usize) << 5;
+    let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
+    let dbrec = leak_raw(vec![0u32; 2]);
+    let slots: &'static mut [SrqSlot] =
+        Box::leak(vec![SrqSlot::EMPTY; RQ_WQE_CNT as usize].into_boxed_slice());
+    // SAFETY: `ring` is `bytes` leaked bytes (live for the rest of the
+    // process), a power of two, touched only by this queue.
+    let ring = unsafe { RingBuf::new(ring, bytes) }.expect("ring");
+    // SAFETY: `dbrec` is a leaked, aligned `[u32; 2]`; its first word is
+    // the SRQ doorbell record, written only by this queue.
+    let dbrec = unsafe { DeviceWord::from_ptr(dbrec) };
+    let srq = Srq::new(ring, size, 5, dbrec, slots).expect("srq");
+    Box::new(SrqScenario {
+        name,
+        head: srq.head(),
+        counter: srq.counter(),
+        srq,
+        per,
+        next: 0,
+    })
+}
+
 /// A cyclic RQ of [`RQ_WQE_CNT`] one-SGE WQEs over leaked memory.
 pub(crate) fn leak_rq() -> Rq<'static> {
     let size = RingSize::new(RQ_WQE_CNT).expect("size");
@@ -122,5 +218,7 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     vec![
         post_scenario("rq/post_recv1", 1),
         post_scenario("rq/post_recv32", 32),
+        srq_scenario("rq/post_srq_recv1", 1),
+        srq_scenario("rq/post_srq_recv32", 32),
     ]
 }

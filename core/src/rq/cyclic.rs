@@ -17,30 +17,8 @@ use crate::barrier;
 use crate::cq::LookupError;
 use crate::index::{in_flight, wq_counter16, RingSize};
 use crate::mmio::DeviceWord;
-use crate::prm::{DataSeg, INVALID_LKEY};
+use crate::prm::DataSeg;
 use crate::ring::RingBuf;
-
-/// The data segment of `sge`: `byte_count`, `lkey`, `addr`, big-endian.
-#[inline(always)]
-fn data_seg(sge: &Sge) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..4].copy_from_slice(&sge.length.to_be_bytes());
-    b[4..8].copy_from_slice(&sge.lkey.to_be_bytes());
-    b[8..].copy_from_slice(&sge.addr.to_be_bytes());
-    b
-}
-
-/// The segment ending a WQE with fewer SGEs than its stride holds:
-/// `byte_count 0`, `lkey MLX5_INVALID_LKEY`, `addr 0`.
-const TERMINATOR_SEG: [u8; 16] = {
-    let mut b = [0u8; 16];
-    let k = INVALID_LKEY.to_be_bytes();
-    b[4] = k[0];
-    b[5] = k[1];
-    b[6] = k[2];
-    b[7] = k[3];
-    b
-};
 
 /// A cyclic receive queue.
 #[derive(Debug)]
@@ -145,13 +123,13 @@ impl<'a> Rq<'a> {
         for sge in sges {
             if sge.length != 0 {
                 self.ring
-                    .write16(base + written * DataSeg::SIZE, data_seg(sge));
+                    .write16(base + written * DataSeg::SIZE, super::data_seg(sge));
                 written += 1;
             }
         }
         if written < max {
             self.ring
-                .write16(base + written * DataSeg::SIZE, TERMINATOR_SEG);
+                .write16(base + written * DataSeg::SIZE, super::TERMINATOR_SEG);
         }
         if let Some(w) = self.wrid.get_mut(slot) {
             *w = wr_id;

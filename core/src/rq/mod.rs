@@ -43,7 +43,7 @@ pub use mprq::{
 pub use srq::{Srq, SrqParts, SrqSlot, SrqWorkQueues};
 
 use crate::cq::{LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
-use crate::prm::WcStatus;
+use crate::prm::{WcStatus, INVALID_LKEY};
 
 /// One scatter entry (`struct ibv_sge`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +55,28 @@ pub struct Sge {
     /// Local key.
     pub lkey: u32,
 }
+
+/// The data segment of `sge`: `byte_count`, `lkey`, `addr`, big-endian.
+#[inline(always)]
+pub(crate) fn data_seg(sge: &Sge) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..4].copy_from_slice(&sge.length.to_be_bytes());
+    b[4..8].copy_from_slice(&sge.lkey.to_be_bytes());
+    b[8..].copy_from_slice(&sge.addr.to_be_bytes());
+    b
+}
+
+/// The segment ending a WQE with fewer SGEs than its stride holds:
+/// `byte_count 0`, `lkey MLX5_INVALID_LKEY`, `addr 0`.
+pub(crate) const TERMINATOR_SEG: [u8; 16] = {
+    let mut b = [0u8; 16];
+    let k = INVALID_LKEY.to_be_bytes();
+    b[4] = k[0];
+    b[5] = k[1];
+    b[6] = k[2];
+    b[7] = k[3];
+    b
+};
 
 /// Why a receive queue could not be built or a receive posted (nothing
 /// was written).

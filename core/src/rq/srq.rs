@@ -34,7 +34,7 @@ use crate::barrier;
 use crate::cq::{LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use crate::index::{in_flight, wq_counter16, RingSize};
 use crate::mmio::DeviceWord;
-use crate::prm::{Be16, Be32, Be64, DataSeg, SrqNextSeg, WcStatus, INVALID_LKEY};
+use crate::prm::{Be16, DataSeg, SrqNextSeg, WcStatus};
 use crate::ring::RingBuf;
 use core::ptr::NonNull;
 
@@ -235,6 +235,13 @@ impl<'a> Srq<'a> {
         self.counter
     }
 
+    /// The free-list link of WQE `ind` as this SRQ keeps it (its
+    /// `next_wqe_index`); `None` past the ring. Following it from
+    /// [`Self::head`] gives the WQEs the next posts take, in order.
+    pub fn next_of(&self, ind: u16) -> Option<u16> {
+        self.slots.get(usize::from(ind)).map(|s| s.next)
+    }
+
     /// The wr_ids of the outstanding receives, by WQE index.
     pub fn outstanding_wr_ids(&self) -> impl Iterator<Item = u64> + '_ {
         self.slots.iter().filter(|s| s.posted).map(|s| s.wr_id)
@@ -242,6 +249,7 @@ impl<'a> Srq<'a> {
 
     /// Writes one receive WQE at `head`; invisible to the device until
     /// [`Self::commit`]. Returns the WQE index it took.
+    #[inline]
     pub fn post(&mut self, wr_id: u64, sges: &[Sge]) -> Result<u16, RqError> {
         let max = self.max_sge();
         if sges.len() > max {
@@ -259,28 +267,15 @@ impl<'a> Srq<'a> {
             return Err(RqError::QueueFull);
         };
         let base = (usize::from(ind) << self.wqe_shift) + SrqNextSeg::SIZE;
-        // Every SGE, zero-length ones included (`mlx5_post_srq_recv`).
+        // Every SGE, zero-length ones included (`mlx5_post_srq_recv`), at
+        // most `max`: inside this WQE's `1 << wqe_shift` bytes.
         for (i, sge) in sges.iter().enumerate() {
-            let seg = DataSeg {
-                byte_count: Be32::new(sge.length),
-                lkey: Be32::new(sge.lkey),
-                addr: Be64::new(sge.addr),
-            };
-            self.ring.write_wrapping(
-                base + i * DataSeg::SIZE,
-                zerocopy::IntoBytes::as_bytes(&seg),
-            );
+            self.ring
+                .write16(base + i * DataSeg::SIZE, super::data_seg(sge));
         }
         if sges.len() < max {
-            let term = DataSeg {
-                byte_count: Be32::new(0),
-                lkey: Be32::new(INVALID_LKEY),
-                addr: Be64::new(0),
-            };
-            self.ring.write_wrapping(
-                base + sges.len() * DataSeg::SIZE,
-                zerocopy::IntoBytes::as_bytes(&term),
-            );
+            self.ring
+                .write16(base + sges.len() * DataSeg::SIZE, super::TERMINATOR_SEG);
         }
         slot.wr_id = wr_id;
         slot.seq = self.counter;
@@ -293,6 +288,7 @@ impl<'a> Srq<'a> {
 
     /// Publishes every posted WQE: to-device barrier, then
     /// `dbrec = BE32(counter & 0xffff)`.
+    #[inline]
     pub fn commit(&mut self) {
         if self.published == self.counter {
             return;
