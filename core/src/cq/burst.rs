@@ -799,9 +799,17 @@ impl Cq {
                                 Ok(())
                             },
                         )
+                    } else if b0 >> 4 == OP_REQ {
+                        // (One opcode per group: the send queue's lookup
+                        // alone in the loop, or the receive queue's.)
+                        group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
+                            let wr_id = resolve_plain_as::<W, true>(wqs, &f)?;
+                            store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
+                            Ok(())
+                        })
                     } else {
                         group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
-                            let wr_id = resolve_plain(wqs, &f)?;
+                            let wr_id = resolve_plain_as::<W, false>(wqs, &f)?;
                             store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
                             Ok(())
                         })
@@ -2255,17 +2263,30 @@ const fn regular_high_word(byte_cnt: u32, op_own: u8) -> u64 {
 /// queue.
 #[inline(always)]
 fn resolve_plain<W: WorkQueues>(wqs: &mut W, f: &PlainFields) -> Result<u64, PollError> {
+    if f.op_own >> 4 == OP_REQ {
+        resolve_plain_as::<W, true>(wqs, f)
+    } else {
+        resolve_plain_as::<W, false>(wqs, f)
+    }
+}
+
+/// [`resolve_plain`] for a CQE known to be a requester one (`REQUESTER`)
+/// or a responder one.
+#[inline(always)]
+fn resolve_plain_as<W: WorkQueues, const REQUESTER: bool>(
+    wqs: &mut W,
+    f: &PlainFields,
+) -> Result<u64, PollError> {
     let wq = WqRef {
         qpn: f.sop_drop_qpn.qpn(),
         srqn_uidx: f.srqn_uidx.srqn_uidx(),
     };
-    let requester = f.op_own >> 4 == OP_REQ;
-    let wr_id = if requester {
+    let wr_id = if REQUESTER {
         wqs.retire_send(wq, f.wqe_counter, WcStatus::Success)
             .map(|r| r.wr_id)
     } else {
         wqs.retire_recv(wq, f.wqe_counter, WcStatus::Success)
             .map(|r| r.wr_id)
     };
-    wr_id.map_err(|e| lookup_error(e, requester, wq, f.wqe_counter))
+    wr_id.map_err(|e| lookup_error(e, REQUESTER, wq, f.wqe_counter))
 }
