@@ -242,7 +242,9 @@ def decode(slot, wr_data):
             {slot[:64].hex(): "whole 64-B region"})
     if fmt == 3:
         put("title_mini_cqe_count", bc, "PF 10.4 / LK mlx5e_read_title_slot: byte_cnt = minis")
-        put("enhanced_mini_cqe_count", opcode + 1, "LK get_cqe_enhanced_num_mini_cqes: opcode + 1")
+        if opcode + 1 <= 7:
+            # at most 7: 7 minis fill bytes 0-55 (PF 10.5; UX asserts block_size <= 7)
+            put("enhanced_mini_cqe_count", opcode + 1, "LK get_cqe_enhanced_num_mini_cqes: opcode + 1")
     if opcode == 0:
         so = sop >> 24
         put("send_opcode_raw", so, "RC cq.c handle_good_req: sop_drop_qpn >> 24")

@@ -47,7 +47,9 @@ pub enum DecodeWhat {
     /// `wc_flags`, `wc_qp_num`, `wc_src_qp`, `wc_pkey_index`, `wc_slid`,
     /// `wc_sl`, `wc_dlid_path_bits`, `wc_vendor_err`), as on a QP with the
     /// receive checksum capability and no SRQ, whose send slot recorded
-    /// `--wr-data`.
+    /// `--wr-data`. A compressed entry (format 3: a basic-layout title or
+    /// an enhanced-layout mini array) is no completion by itself: its PRM
+    /// fields and mini counts, no `wc_*`.
     Cqe {
         /// CQE size of the CQ; default: the input length (64 or 128 bytes).
         #[arg(long, value_enum)]

@@ -15,7 +15,7 @@ use bitfield_struct::bitfield;
 use mlx5dp::cq::{WcFlags, WcOpcode};
 use mlx5dp::prm::{
     Cqe64, CqeFormat, CqeOpcode, ErrCqe, L3HdrType, L4HdrType, MprqByteCnt, SendOpcode, Syndrome,
-    WcStatus, FLOW_TAG_MASK,
+    WcStatus, ENHANCED_MAX_MINIS, FLOW_TAG_MASK,
 };
 use zerocopy::FromBytes;
 
@@ -194,6 +194,26 @@ impl DecodedCqe {
         }
     }
 
+    /// Whether the entry is compressed (format 3): a basic-layout session
+    /// title or an enhanced-layout mini array. It is no completion by
+    /// itself: the core's poller ([`super::cq::wc_of`]) expands it only
+    /// with its title, libmlx5 does not decompress at all, and in an
+    /// enhanced-layout array the opcode nibble is the mini count and bytes
+    /// 0-61 are minis. No `wc_*` field is printed for it.
+    pub fn is_compressed(&self) -> bool {
+        self.cqe.format() == CqeFormat::Compressed
+    }
+
+    /// The mini count of an enhanced-layout compressed CQE with these bytes
+    /// (opcode nibble + 1: kernel `get_cqe_enhanced_num_mini_cqes`, DPDK
+    /// `MLX5_CQE_NUM_MINIS` + 1), if it can be one: at most
+    /// [`ENHANCED_MAX_MINIS`] (7 minis fill bytes 0-55; bytes 62 and 63 are
+    /// the validity count and `op_own`; UCX asserts `block_size <= 7`).
+    pub fn enhanced_mini_cqe_count(&self) -> Option<usize> {
+        let n = usize::from(self.cqe.op_own.opcode()) + 1;
+        (self.is_compressed() && n <= ENHANCED_MAX_MINIS).then_some(n)
+    }
+
     /// Observations about the entry that a reader should not miss.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
@@ -206,11 +226,18 @@ impl DecodedCqe {
             _ => {}
         }
         match self.cqe.format() {
-            CqeFormat::Compressed => w.push(format!(
-                "format 3 (compressed): either a basic-layout session title (byte_cnt = {} mini-CQEs) or an enhanced-layout array (opcode nibble + 1 = {} mini-CQEs); the bytes alone cannot tell which",
-                self.cqe.byte_cnt.get(),
-                usize::from(self.cqe.op_own.opcode()) + 1
-            )),
+            CqeFormat::Compressed => w.push(match self.enhanced_mini_cqe_count() {
+                Some(n) => format!(
+                    "format 3 (compressed): either a basic-layout session title (byte_cnt = {} mini-CQEs) or an enhanced-layout array (opcode nibble + 1 = {n} mini-CQEs, from byte 0: `decode mini-cqe` on the first {} bytes); the bytes alone cannot tell which; no completion by itself, so no wc_* fields",
+                    self.cqe.byte_cnt.get(),
+                    n * 8
+                ),
+                None => format!(
+                    "format 3 (compressed): a basic-layout session title (byte_cnt = {} mini-CQEs), not an enhanced-layout array (opcode nibble + 1 = {} mini-CQEs, at most {ENHANCED_MAX_MINIS}); no completion by itself, so no wc_* fields",
+                    self.cqe.byte_cnt.get(),
+                    usize::from(self.cqe.op_own.opcode()) + 1
+                ),
+            }),
             CqeFormat::InlineScatter64 if self.size == CqeSize::B64 => w.push(
                 "format 2 (inline scatter 64) needs a 128-byte CQE; the data is not in these bytes"
                     .to_string(),
@@ -337,6 +364,9 @@ impl DecodedCqe {
             .hex("byte_cnt", c.byte_cnt.get(), 8)
             .hex("timestamp", c.timestamp.get(), 16);
 
+        // A compressed entry is no completion by itself ([`Self::is_compressed`]):
+        // its PRM fields are printed, no `wc_*`.
+        let completion = !self.is_compressed();
         if let Some(status) = self.wc_status() {
             if self.is_error() {
                 let e = self.err();
@@ -349,17 +379,19 @@ impl DecodedCqe {
                     .hex("s_wqe_opcode", e.s_wqe_opcode_qpn.s_wqe_opcode(), 2)
                     .text("s_wqe_opcode_name", e.s_wqe_opcode().name());
             }
-            f.dec("wc_status", status.raw())
-                .text("wc_status_name", status.name())
-                .text("wc_status_kernel_name", kernel_wc_status_msg(status));
-            self.wc_fields(&mut f);
+            if completion {
+                f.dec("wc_status", status.raw())
+                    .text("wc_status_name", status.name())
+                    .text("wc_status_kernel_name", kernel_wc_status_msg(status));
+                self.wc_fields(&mut f);
+            }
             if self.is_error() {
                 let e = self.err();
                 f.hex("srqn", e.srqn.get(), 8)
                     .hex("eth_wqe_id", e.eth_wqe_id.get(), 4)
                     .hex("ib_stride_index", e.ib_stride_index.get(), 4);
             }
-        } else if matches!(c.op_own.opcode(), 5 | 7..=11) {
+        } else if completion && matches!(c.op_own.opcode(), 5 | 7..=11) {
             // RESIZE_CQ and the reserved opcodes 7-11: libmlx5 v44's
             // `mlx5_parse_cqe` writes `wc_flags = 0` and `qp_num` before
             // its opcode switch, has no case for them, and returns the
@@ -376,9 +408,11 @@ impl DecodedCqe {
                 2,
             );
         }
-        if c.format() == CqeFormat::Compressed {
-            f.dec("title_mini_cqe_count", c.byte_cnt.get())
-                .dec("enhanced_mini_cqe_count", u64::from(c.op_own.opcode()) + 1);
+        if self.is_compressed() {
+            f.dec("title_mini_cqe_count", c.byte_cnt.get());
+            if let Some(n) = self.enhanced_mini_cqe_count() {
+                f.dec("enhanced_mini_cqe_count", n as u64);
+            }
         }
 
         // Every other field of mlx5_cqe64, in byte order.
@@ -456,7 +490,7 @@ impl DecodedCqe {
             self.size.bytes(),
             self.opcode().name(),
             match self.wc_status() {
-                Some(s) if s != WcStatus::Success => format!(
+                Some(s) if s != WcStatus::Success && !self.is_compressed() => format!(
                     ", syndrome {:#04x} {} -> wc_status {} ({})",
                     self.err().syndrome,
                     self.err().syndrome().name(),
@@ -663,6 +697,71 @@ mod tests {
         assert_eq!(j["warnings"].as_array().unwrap().len(), 1);
     }
 
+    /// A compressed entry is no completion by itself: in the enhanced
+    /// layout its opcode nibble is the mini count (kernel
+    /// `get_cqe_enhanced_num_mini_cqes`, DPDK `MLX5_CQE_NUM_MINIS`) and
+    /// bytes 0-61 are minis; the core's poller takes none alone
+    /// (`cq::wc_of` is `None`) and libmlx5 does not decompress. No `wc_*`
+    /// field (they were `wc_status` success for nibbles 0-4, `wc_qp_num`
+    /// from bytes 57-59 for RESIZE_CQ = 6 minis and 7-11); the PRM fields,
+    /// an error nibble's syndromes included, stay.
+    #[test]
+    fn compressed_entry_has_no_wc_fields() {
+        for nibble in 0u8..16 {
+            for size in [64usize, 128] {
+                let mut b = vec![0x5au8; size];
+                b[size - 1] = (nibble << 4) | (3 << 2) | 1;
+                let d = decode_cqe(&b, None).unwrap();
+                let j = d.to_json();
+                let wc: Vec<&String> = j
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .filter(|k| k.starts_with("wc_"))
+                    .collect();
+                assert!(wc.is_empty(), "nibble {nibble}: {wc:?}");
+                assert!(!d.to_human().contains("wc_status "), "nibble {nibble}");
+                assert_eq!(j["format"], "compressed");
+                if matches!(nibble, 13 | 14) {
+                    assert_eq!(j["syndrome"], 0x5a);
+                }
+            }
+        }
+        // The same bytes as a regular CQE keep their completion.
+        let mut b = [0u8; 64];
+        b[63] = 2 << 4;
+        assert_eq!(decode_cqe(&b, None).unwrap().to_json()["wc_status"], 0);
+    }
+
+    /// An enhanced-layout compressed CQE holds at most 7 minis (7 x 8
+    /// bytes from byte 0; byte 62 is the validity count, 63 `op_own`):
+    /// a nibble of 7 or more cannot be one, and `decode cq` refuses such a
+    /// block. The count is printed only up to 7.
+    #[test]
+    fn enhanced_count_is_at_most_seven() {
+        let mut b = [0u8; 64];
+        b[47] = 9;
+        b[63] = (6 << 4) | (3 << 2);
+        let j = decode_cqe(&b, None).unwrap().to_json();
+        assert_eq!(j["enhanced_mini_cqe_count"], 7);
+        assert!(j["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("first 56 bytes"));
+        for nibble in 7u8..16 {
+            b[63] = (nibble << 4) | (3 << 2);
+            let j = decode_cqe(&b, None).unwrap().to_json();
+            assert!(
+                j.get("enhanced_mini_cqe_count").is_none(),
+                "nibble {nibble}"
+            );
+            assert_eq!(j["title_mini_cqe_count"], 9);
+            let w = j["warnings"].as_array().unwrap();
+            let w = w.last().unwrap().as_str().unwrap();
+            assert!(w.contains("not an enhanced-layout array"), "{w}");
+        }
+    }
+
     /// Golden vectors: CQEs and the `ibv_wc` libmlx5 (rdma-core 44.0,
     /// Debian's libmlx5.a) returned for them, from the project's shared
     /// libmlx5 sample (`cqe-cases.txt`, cases `resp_send_imm_ud_grh`,
@@ -729,7 +828,10 @@ mod tests {
                 let d = decode_cqe(&b, None).unwrap();
                 let _ = d.to_human();
                 let j = d.to_json();
-                if d.is_error() {
+                if d.is_compressed() {
+                    // No completion by itself: no `wc_*`.
+                    assert!(j.get("wc_status").is_none());
+                } else if d.is_error() {
                     let want = Syndrome::from_raw(syndrome).wc_status().raw();
                     assert_eq!(j["wc_status"], want);
                 }
