@@ -266,6 +266,9 @@ impl<'a> Srq<'a> {
         let Some(slot) = self.slots.get_mut(usize::from(ind)) else {
             return Err(RqError::QueueFull);
         };
+        // The next head first: the load the next post depends on, issued
+        // ahead of this post's stores.
+        let next = slot.next;
         let base = (usize::from(ind) << self.wqe_shift) + SrqNextSeg::SIZE;
         // Every SGE, zero-length ones included (`mlx5_post_srq_recv`), at
         // most `max`: inside this WQE's `1 << wqe_shift` bytes.
@@ -280,7 +283,7 @@ impl<'a> Srq<'a> {
         slot.wr_id = wr_id;
         slot.seq = self.counter;
         slot.posted = true;
-        self.head = slot.next;
+        self.head = next;
         self.counter = self.counter.wrapping_add(1);
         self.outstanding += 1;
         Ok(ind)
