@@ -1,0 +1,26 @@
+#!/bin/sh
+# Build the harness: harness.c compiled against Debian's DPDK headers plus the
+# DPDK source tree's private mlx5 headers (same version), linked with the
+# Tx object files of Debian's librte_net_mlx5.a as they are.
+# Usage: build.sh DPDK_SRC BUILD_DIR
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+S=$1; B=$2
+LIB=/usr/lib/x86_64-linux-gnu/librte_net_mlx5.a
+mkdir -p "$B/obj" "$B/shim"
+python3 "$here/gen-autoconf.py" "$S" "$B/shim"
+OBJS="net_mlx5_mlx5_tx.c.o net_mlx5_mlx5_tx_empw.c.o net_mlx5_mlx5_tx_nompw.c.o net_mlx5_mlx5_tx_mpw.c.o net_mlx5_mlx5_tx_txpp.c.o net_mlx5_mlx5_rxtx.c.o"
+(cd "$B/obj" && ar x "$LIB" $OBJS)
+# -std=c11 -D_DEFAULT_SOURCE -D_XOPEN_SOURCE=600: the PMD's own cflags (meson.build).
+# Include order: installed headers first (rte_config.h, rte_build_config.h of
+# Debian's build), then the source tree for the private/driver headers.
+gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -Wno-deprecated-declarations -std=gnu11 -D_DEFAULT_SOURCE \
+    -I"$B/shim" $(pkg-config --cflags libdpdk) \
+    -I"$S/drivers/net/mlx5" -I"$S/drivers/net/mlx5/linux" \
+    -I"$S/drivers/common/mlx5" -I"$S/drivers/common/mlx5/linux" \
+    -I"$S/drivers/bus/pci" -I"$S/drivers/bus/auxiliary" \
+    -I"$S/lib/ethdev" -I"$S/lib/eal/include" -I"$S/lib/eal/linux/include" \
+    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" \
+    "$here/harness.c" -c -o "$B/harness.o"
+gcc -O2 -g -Wall -c "$here/stubs.c" -o "$B/stubs.o"
+gcc -no-pie -o "$B/harness" "$B/harness.o" "$B/stubs.o" $(for o in $OBJS; do echo "$B/obj/$o"; done)

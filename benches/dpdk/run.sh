@@ -1,0 +1,86 @@
+#!/bin/sh
+# Build harness.c against Debian 12's DPDK 22.11 (libdpdk-dev headers +
+# librte_net_mlx5.a object code) and the private mlx5 headers of the same
+# DPDK source, then for every scenario print
+#   - callgrind instructions (Ir) per packet, toggled on the harness's
+#     measured_tx_burst (includes the 4-instruction wrapper), and toggled on
+#     the PMD routine only (mlx5_tx_burst_i_empw, or mlx5_tx_burst_none_empw
+#     for empw_ptr64_*, with its callees: mlx5_tx_handle_completion,
+#     __mlx5_tx_free_mbuf), split by function;
+#   - ns per packet (median of ROUNDS rounds of BURSTS bursts of 32, rdtsc
+#     window around every burst call).
+#
+# Environment: DPDK_SRC (required) DPDK 22.11.11 source tree (Debian's
+#              `apt-get source dpdk`, see README.md)
+#              BUILD_DIR (default ./build), BURSTS (default 625 = 20000
+#              packets per round), ROUNDS (default 15), REPEAT (default 5:
+#              timing processes per scenario, one after the other),
+#              SCENARIOS (default: all), NO_CALLGRIND=1, NO_TIMING=1
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+: "${DPDK_SRC:?set DPDK_SRC to a DPDK 22.11.11 source tree (see README.md)}"
+BUILD=${BUILD_DIR:-$here/build}
+BURSTS=${BURSTS:-625}
+ROUNDS=${ROUNDS:-15}
+REPEAT=${REPEAT:-5}
+SCENARIOS=${SCENARIOS:-"empw_inline64_burst32 empw_inline64_burst32_fastfree empw_inline64_burst32_txd64 empw_inline64_burst32_txd64_fastfree empw_ptr64_burst32 empw_ptr64_burst32_fastfree"}
+LIB=/usr/lib/x86_64-linux-gnu/librte_net_mlx5.a
+
+grep -qx '22.11.11' "$DPDK_SRC/VERSION" ||
+    { echo "$DPDK_SRC is not DPDK 22.11.11 (VERSION)" >&2; exit 1; }
+dpkg-query -W -f='${Package} ${Version}\n' libdpdk-dev librte-net-mlx5-23 2>/dev/null || true
+echo "librte_net_mlx5.a sha256 $(sha256sum "$LIB" | cut -d' ' -f1)"
+"$here/build.sh" "$DPDK_SRC" "$BUILD"
+"$BUILD/harness" select 2>&1 | sed 's/^/  /'
+echo "  with inlining off (empw_ptr64_*):"
+"$BUILD/harness" select ptr 2>&1 | sed 's/^/  /'
+
+cg() {   # scenario outfile toggle
+    valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$2" --toggle-collect="$3" \
+        "$BUILD/harness" "$1" count "$BURSTS" > "$2.stdout" 2> "$2.stderr" ||
+        { cat "$2.stderr" "$2.stdout" >&2; echo "callgrind run failed" >&2; exit 1; }
+    grep -q 'checks=OK' "$2.stdout" || { cat "$2.stdout" >&2; exit 1; }
+}
+per_pkt() {  # outfile -> "X Ir/packet (N Ir / P packets)"
+    ir=$(sed -n 's/^totals: *//p; s/^summary: *//p' "$1" | head -1)
+    mu=$(sed -n 's/.*measured_units=\([0-9]*\).*/\1/p' "$1.stdout")
+    awk -v ir="$ir" -v u="$mu" 'BEGIN { printf "%.2f Ir/packet (%d Ir / %d packets)", ir / u, ir, u }'
+}
+
+for scen in $SCENARIOS; do
+    echo "== $scen"
+    case $scen in
+    empw_ptr64*) fn=mlx5_tx_burst_none_empw ;;
+    *) fn=mlx5_tx_burst_i_empw ;;
+    esac
+    "$BUILD/harness" "$scen" selftest | tail -1 | sed 's/^/  /'
+    if [ -z "${NO_CALLGRIND:-}" ]; then
+        cg "$scen" "$BUILD/cg.$scen.wrap" measured_tx_burst
+        echo "  callgrind, --toggle-collect=measured_tx_burst: $(per_pkt "$BUILD/cg.$scen.wrap")"
+        cg "$scen" "$BUILD/cg.$scen.pmd" "$fn"
+        echo "  callgrind, --toggle-collect=$fn (PMD only): $(per_pkt "$BUILD/cg.$scen.pmd")"
+        mu=$(sed -n 's/.*measured_units=\([0-9]*\).*/\1/p' "$BUILD/cg.$scen.pmd.stdout")
+        callgrind_annotate --threshold=100 "$BUILD/cg.$scen.pmd" 2>/dev/null |
+            sed -n 's/^ *\([0-9,]*\) *([ 0-9.]*%) *???:\([^ ]*\) .*/\1 \2/p' | tr -d , |
+            awk -v u="$mu" '{ printf "    self %-28s %8.2f Ir/packet (%d Ir)\n", $2, $1 / u, $1 }'
+        # Per-instruction counts per packet (benches/cgasm.py), for reading
+        # the PMD's code path instruction by instruction; kept in BUILD only.
+        for f in "$fn" __mlx5_tx_free_mbuf mlx5_tx_handle_completion; do
+            python3 "$here/../cgasm.py" "$BUILD/cg.$scen.pmd" "$BUILD/harness" "$f" "$mu"
+        done > "$BUILD/asm.$scen.txt"
+        echo "    per-instruction counts per packet: $BUILD/asm.$scen.txt"
+    fi
+    if [ -z "${NO_TIMING:-}" ]; then
+        meds=""
+        i=0
+        while [ $i -lt "$REPEAT" ]; do
+            line=$("$BUILD/harness" "$scen" time "$BURSTS" "$ROUNDS")
+            echo "  $line"
+            meds="$meds $(echo "$line" | sed -n 's/.*median=\([0-9.]*\).*/\1/p')"
+            i=$((i + 1))
+        done
+        echo "$meds" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END {
+            printf "  ns/packet over %d processes: median of medians %.2f, lowest median %.2f, highest median %.2f\n",
+                NR, v[int((NR + 1) / 2)], v[1], v[NR] }'
+    fi
+done
