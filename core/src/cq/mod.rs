@@ -1209,14 +1209,14 @@ const FORMAT_INLINE64: u8 = 0x08;
 /// `sop_drop_qpn[23:0]`.
 const QPN_MASK: u32 = 0x00ff_ffff;
 /// CQE opcodes as `op_own[7:4]` values (PRM-FACTS §9.3).
-pub(super) const OP_REQ: u8 = CqeOpcode::Req.raw();
-pub(super) const OP_RESP_WR_IMM: u8 = CqeOpcode::RespWrImm.raw();
-pub(super) const OP_RESP_SEND: u8 = CqeOpcode::RespSend.raw();
-pub(super) const OP_RESP_SEND_IMM: u8 = CqeOpcode::RespSendImm.raw();
-pub(super) const OP_RESP_SEND_INV: u8 = CqeOpcode::RespSendInv.raw();
+const OP_REQ: u8 = CqeOpcode::Req.raw();
+const OP_RESP_WR_IMM: u8 = CqeOpcode::RespWrImm.raw();
+const OP_RESP_SEND: u8 = CqeOpcode::RespSend.raw();
+const OP_RESP_SEND_IMM: u8 = CqeOpcode::RespSendImm.raw();
+const OP_RESP_SEND_INV: u8 = CqeOpcode::RespSendInv.raw();
 const OP_RESIZE_CQ: u8 = CqeOpcode::ResizeCq.raw();
-pub(super) const OP_REQ_ERR: u8 = CqeOpcode::ReqErr.raw();
-pub(super) const OP_RESP_ERR: u8 = CqeOpcode::RespErr.raw();
+const OP_REQ_ERR: u8 = CqeOpcode::ReqErr.raw();
+const OP_RESP_ERR: u8 = CqeOpcode::RespErr.raw();
 
 /// Where the enhanced layout's title is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
