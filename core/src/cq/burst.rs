@@ -118,9 +118,9 @@ use super::mem::{
 };
 use super::zip::{self, Fused, ScalarWriter, Session, SummaryWriter, Unzip};
 use super::{
-    lookup_error, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title, UnzipPath,
-    Wc, WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64, FORMAT_MASK,
-    NO_ZIP, OPCODE_MASK, OP_REQ, OP_RESP_SEND_INV, QPN_MASK,
+    lookup_error, Completion, CompletionSummary, Cq, Layout, MiniBatch, Origin, PollError, Title,
+    UnzipPath, Wc, WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED, FORMAT_INLINE64,
+    FORMAT_MASK, NO_ZIP, OPCODE_MASK, OP_REQ, OP_RESP_SEND_INV, QPN_MASK,
 };
 use crate::barrier;
 use crate::prm::{
@@ -424,6 +424,64 @@ impl Cq {
             }
             n += k;
             self.ci = ci0.wrapping_add(k as u32);
+            if stop.is_some() {
+                break;
+            }
+        }
+        (n, Ok(()))
+    }
+
+    /// [`Self::poll`] on a CQ without compression: the runs of plain CQEs
+    /// (as [`Self::wc_runs`] takes them) from the consumer index, each
+    /// entry's ownership byte read once, one barrier per run, then per
+    /// entry the general steps after the barrier: one copy into the
+    /// current completion, the consumer index, the work queue's lookup,
+    /// `f`. Stops before any other entry, when the CQ is empty or after
+    /// `max` completions. Returns the count and the error that stopped it,
+    /// if any (its CQE consumed, as by the general steps).
+    #[inline(always)]
+    pub(super) fn poll_runs<const S: usize, W: WorkQueues, F: FnMut(&Completion)>(
+        &mut self,
+        wqs: &mut W,
+        max: usize,
+        f: &mut F,
+    ) -> (usize, Result<(), PollError>) {
+        let Some(ring) = self.ring.sized::<S>() else {
+            return (0, Ok(()));
+        };
+        let entries = self.size.entries();
+        let classes = &CLASSES[usize::from(self.cfg.striding_rq)];
+        let mut n = 0;
+        while n < max {
+            let ci0 = self.ci;
+            let run = ring.run(ci0, max - n);
+            let class = &classes[usize::from(ci0 & entries != 0)];
+            let Some((_, k, stop)) = run.scan_same::<OP_OWN>(|b| class[usize::from(b)] == PLAIN)
+            else {
+                break;
+            };
+            if k == 0 {
+                break;
+            }
+            // Every read of the run's bodies after its ownership bytes.
+            barrier::from_device();
+            for i in 0..k {
+                let Some(entry) = run.entry(i) else {
+                    break;
+                };
+                ring.ring().copy_cqe_to(entry, &mut self.cur.cqe);
+                self.ci = ci0.wrapping_add(i as u32 + 1);
+                self.cur.set_regular();
+                match self.resolve::<W, false>(wqs) {
+                    Ok(true) => {
+                        f(&self.cur);
+                        n += 1;
+                    }
+                    // (Not for a plain CQE: no filler, no resize.)
+                    Ok(false) => {}
+                    Err(e) => return (n, Err(e)),
+                }
+            }
             if stop.is_some() {
                 break;
             }

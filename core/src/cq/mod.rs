@@ -664,7 +664,9 @@ impl Cq {
         }
     }
 
-    /// [`Self::poll`] for layout `M`.
+    /// [`Self::poll`] for layout `M`. Without compression, runs of plain
+    /// CQEs go through [`Self::poll_runs`] (one ownership scan and one
+    /// barrier per run); every other entry through the general steps.
     #[inline(always)]
     fn poll_in<const M: u8, W: WorkQueues, F: FnMut(&Completion)>(
         &mut self,
@@ -676,9 +678,25 @@ impl Cq {
             return Err(PollError::Broken);
         }
         let start = self.ci;
+        let wide = self.ring.stride() == 128;
         let mut n = 0;
         let mut result = Ok(());
         while n < max {
+            if M == NO_ZIP {
+                let (k, r) = if wide {
+                    self.poll_runs::<128, W, F>(wqs, max - n, &mut f)
+                } else {
+                    self.poll_runs::<64, W, F>(wqs, max - n, &mut f)
+                };
+                n += k;
+                if let Err(e) = r {
+                    result = Err(e);
+                    break;
+                }
+                if n >= max {
+                    break;
+                }
+            }
             match self.advance_in::<M, W>(wqs) {
                 Ok(true) => {
                     f(&self.cur);
