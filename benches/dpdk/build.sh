@@ -24,3 +24,18 @@ gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -
     "$here/harness.c" -c -o "$B/harness.o"
 gcc -O2 -g -Wall -c "$here/stubs.c" -o "$B/stubs.o"
 gcc -no-pie -o "$B/harness" "$B/harness.o" "$B/stubs.o" $(for o in $OBJS; do echo "$B/obj/$o"; done)
+# Rx side: rx_harness.c with the Rx burst objects (mlx5_rx_burst in
+# mlx5_rx.c.o, mlx5_rx_burst_vec + SSE helpers in mlx5_rxtx_vec.c.o,
+# mlx5_ptype_table in mlx5_rxtx.c.o).
+RX_OBJS="net_mlx5_mlx5_rx.c.o net_mlx5_mlx5_rxtx_vec.c.o net_mlx5_mlx5_rxtx.c.o"
+(cd "$B/obj" && ar x "$LIB" $RX_OBJS)
+gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -Wno-deprecated-declarations -std=gnu11 -D_DEFAULT_SOURCE \
+    -I"$B/shim" $(pkg-config --cflags libdpdk) \
+    -I"$S/drivers/net/mlx5" -I"$S/drivers/net/mlx5/linux" \
+    -I"$S/drivers/common/mlx5" -I"$S/drivers/common/mlx5/linux" \
+    -I"$S/drivers/bus/pci" -I"$S/drivers/bus/auxiliary" \
+    -I"$S/lib/ethdev" -I"$S/lib/eal/include" -I"$S/lib/eal/linux/include" \
+    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" \
+    "$here/rx_harness.c" -c -o "$B/rx_harness.o"
+gcc -O2 -g -Wall -c "$here/rx_stubs.c" -o "$B/rx_stubs.o"
+gcc -no-pie -o "$B/rx_harness" "$B/rx_harness.o" "$B/rx_stubs.o" $(for o in $RX_OBJS; do echo "$B/obj/$o"; done)

@@ -15,7 +15,15 @@
 #              BUILD_DIR (default ./build), BURSTS (default 625 = 20000
 #              packets per round), ROUNDS (default 15), REPEAT (default 5:
 #              timing processes per scenario, one after the other),
-#              SCENARIOS (default: all), NO_CALLGRIND=1, NO_TIMING=1
+#              SCENARIOS (default: all Tx scenarios; SCENARIOS= for none),
+#              RX_SCENARIOS (default: all Rx scenarios of rx_harness.c;
+#              RX_SCENARIOS= for none), NO_CALLGRIND=1, NO_TIMING=1
+#
+# Rx (rx_harness.c): the same per scenario, with the measured wrapper
+# measured_rx_burst and the PMD routine mlx5_rx_burst (scalar) or
+# mlx5_rx_burst_vec (SSE, with its callees rxq_cq_process_v and
+# rxq_cq_decompress_v); for the vector routine also the Ir of its inlined
+# replenish block (mlx5_rx_replenish_bulk_mbuf, see README.md).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 : "${DPDK_SRC:?set DPDK_SRC to a DPDK 22.11.11 source tree (see README.md)}"
@@ -23,7 +31,7 @@ BUILD=${BUILD_DIR:-$here/build}
 BURSTS=${BURSTS:-625}
 ROUNDS=${ROUNDS:-15}
 REPEAT=${REPEAT:-5}
-SCENARIOS=${SCENARIOS:-"empw_inline64_burst32 empw_inline64_burst32_fastfree empw_inline64_burst32_txd64 empw_inline64_burst32_txd64_fastfree empw_ptr64_burst32 empw_ptr64_burst32_fastfree"}
+SCENARIOS=${SCENARIOS-"empw_inline64_burst32 empw_inline64_burst32_fastfree empw_inline64_burst32_txd64 empw_inline64_burst32_txd64_fastfree empw_ptr64_burst32 empw_ptr64_burst32_fastfree"}
 LIB=/usr/lib/x86_64-linux-gnu/librte_net_mlx5.a
 
 grep -qx '22.11.11' "$DPDK_SRC/VERSION" ||
@@ -34,10 +42,14 @@ echo "librte_net_mlx5.a sha256 $(sha256sum "$LIB" | cut -d' ' -f1)"
 "$BUILD/harness" select 2>&1 | sed 's/^/  /'
 echo "  with inlining off (empw_ptr64_*):"
 "$BUILD/harness" select ptr 2>&1 | sed 's/^/  /'
+echo "  Rx: rx_vec_en=1 (default) and rx_vec_en=0:"
+"$BUILD/rx_harness" select 2>&1 | sed 's/^/  /'
+"$BUILD/rx_harness" select scalar 2>&1 | sed 's/^/  /'
+RX_SCENARIOS=${RX_SCENARIOS-"rx_scalar_uncompressed rx_vec_uncompressed rx_vec_compressed8 rx_vec_compressed64"}
 
-cg() {   # scenario outfile toggle
+cg() {   # scenario outfile toggle [binary]
     valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$2" --toggle-collect="$3" \
-        "$BUILD/harness" "$1" count "$BURSTS" > "$2.stdout" 2> "$2.stderr" ||
+        "$BUILD/${4:-harness}" "$1" count "$BURSTS" > "$2.stdout" 2> "$2.stderr" ||
         { cat "$2.stderr" "$2.stdout" >&2; echo "callgrind run failed" >&2; exit 1; }
     grep -q 'checks=OK' "$2.stdout" || { cat "$2.stdout" >&2; exit 1; }
 }
@@ -82,5 +94,56 @@ for scen in $SCENARIOS; do
         echo "$meds" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END {
             printf "  ns/packet over %d processes: median of medians %.2f, lowest median %.2f, highest median %.2f\n",
                 NR, v[int((NR + 1) / 2)], v[1], v[NR] }'
+    fi
+done
+
+timing() {  # binary scenario
+    meds=""
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        line=$("$BUILD/$1" "$2" time "$BURSTS" "$ROUNDS")
+        echo "  $line"
+        meds="$meds $(echo "$line" | sed -n 's/.*median=\([0-9.]*\).*/\1/p')"
+        i=$((i + 1))
+    done
+    echo "$meds" | tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END {
+        printf "  ns/packet over %d processes: median of medians %.2f, lowest median %.2f, highest median %.2f\n",
+            NR, v[int((NR + 1) / 2)], v[1], v[NR] }'
+}
+
+for scen in $RX_SCENARIOS; do
+    echo "== $scen"
+    case $scen in
+    rx_scalar*) fn=mlx5_rx_burst ;;
+    *) fn=mlx5_rx_burst_vec ;;
+    esac
+    "$BUILD/rx_harness" "$scen" selftest | tail -1 | sed 's/^/  /'
+    if [ -z "${NO_CALLGRIND:-}" ]; then
+        cg "$scen" "$BUILD/cg.$scen.wrap" measured_rx_burst rx_harness
+        echo "  $(sed -n 's/ checks=OK//p' "$BUILD/cg.$scen.wrap.stdout")"
+        echo "  callgrind, --toggle-collect=measured_rx_burst: $(per_pkt "$BUILD/cg.$scen.wrap")"
+        cg "$scen" "$BUILD/cg.$scen.pmd" "$fn" rx_harness
+        echo "  callgrind, --toggle-collect=$fn (PMD only): $(per_pkt "$BUILD/cg.$scen.pmd")"
+        mu=$(sed -n 's/.*measured_units=\([0-9]*\).*/\1/p' "$BUILD/cg.$scen.pmd.stdout")
+        callgrind_annotate --threshold=100 "$BUILD/cg.$scen.pmd" 2>/dev/null |
+            sed -n 's/^ *\([0-9,]*\) *([ 0-9.]*%) *???:\([^ ]*\) .*/\1 \2/p' | tr -d , |
+            awk -v u="$mu" '$2 ~ /^(mlx5_|rxq_)/ { printf "    self %-28s %8.2f Ir/packet (%d Ir)\n", $2, $1 / u, $1 }'
+        for f in "$fn" rxq_cq_process_v rxq_cq_decompress_v; do
+            python3 "$here/../cgasm.py" "$BUILD/cg.$scen.pmd" "$BUILD/rx_harness" "$f" "$mu"
+        done > "$BUILD/asm.$scen.txt"
+        echo "    per-instruction counts per packet: $BUILD/asm.$scen.txt"
+        if [ "$fn" = mlx5_rx_burst_vec ]; then
+            # The inlined mlx5_rx_replenish_bulk_mbuf: from the instruction
+            # after "cmp dx,WORD PTR [rbx+0x34]; jb END" (n >= rq_repl_thresh)
+            # up to END (after the RQ doorbell record store).
+            python3 "$here/../cgasm.py" "$BUILD/cg.$scen.pmd" "$BUILD/rx_harness" mlx5_rx_burst_vec "$mu" |
+                awk '/WORD PTR \[rbx\+0x34\]/ { thr = 1; next }
+                     thr == 1 && /\tjb / { end = $(NF-1); thr = 2; next }
+                     thr == 2 { a = $2; sub(":", "", a); if (a == end) thr = 3; else s += $1 }
+                     END { printf "    of which the inlined replenish block (mlx5_rx_replenish_bulk_mbuf, taken branch): %.2f Ir/packet\n", s }'
+        fi
+    fi
+    if [ -z "${NO_TIMING:-}" ]; then
+        timing rx_harness "$scen"
     fi
 done
