@@ -21,8 +21,13 @@
  *     (here ordinary memory), buf_size = bf_reg_size / 2 = 256, uuarn = 1,
  *     need_lock = 0;
  *   - ctx->prefer_bf = 1 (rdma-core's default, MLX5_POST_SEND_PREFER_BF
- *     unset) for post_write_sge_bf, 0 (MLX5_POST_SEND_PREFER_BF=0) for
- *     every other scenario, so single-WR posts ring the 8-byte doorbell;
+ *     unset) for post_write_sge_bf and post_send_inline32_bf, 0
+ *     (MLX5_POST_SEND_PREFER_BF=0) for every other scenario, so
+ *     single-WR posts ring the 8-byte doorbell (except inline WQEs, which
+ *     libmlx5 sends with BlueFlame unless ctx->shut_up_bf, set for
+ *     post_send_inline32_db only);
+ *   - for post_send_*: the QP turned into the one the scenario posts on
+ *     (fabricate_send);
  *   - struct mlx5_cq with 512 64-byte CQEs (all initialised to opcode
  *     INVALID as mlx5_alloc_cq_buf does), doorbell record, cqn;
  *   - the QP's RQ (256 WQEs of 16 B, one data segment), for post_recv* and
@@ -45,6 +50,8 @@
  *            poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock
  *            post_recv1 post_recv32 poll_cq32_recv start_poll32_recv
  *            post_srq_recv1 post_srq_recv32
+ *            post_send_inline32 post_send_inline32_bf post_send_inline32_db
+ *            post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0
  *            and "addr" (prints the function pointers mlx5_cq_fill_pfns
  *            installed, for run.sh to name with nm).
  */
@@ -112,6 +119,16 @@ void rdmacore44_0_mlx5_free_srq_wqe(struct mlx5_srq *srq, int ind);
 #define SRQ_TAIL0  255
 #define SRQN       0x000043u
 
+/* Send scenarios (post_send_inline32*, post_send_ud, post_send_raw_eth64*):
+ * the same work as mlx5dp's sq/rc_send_inline32, sq/ud_send_av and
+ * sq/raw_eth64 (benches/src/sq.rs). */
+#define INL_LEN    32u		/* IBV_SEND_INLINE payload */
+#define UD_RQPN    0x000456u	/* wr.ud.remote_qpn */
+#define UD_QKEY    0x11112222u	/* wr.ud.remote_qkey */
+#define UD_DLID    0x0017u	/* ibv_ah_attr.dlid of the address handle */
+#define UD_WQEBBS  2u		/* UD WQE: 16 + 48 + 16 = 80 B = 5 DS */
+#define ETH_LEN    64u		/* the raw Ethernet frame */
+
 static struct mlx5_context *ctx;
 static struct mlx5_qp *qp;
 static struct mlx5_cq *cq;
@@ -121,6 +138,15 @@ static __be32 *qp_dbrec, *cq_dbrec;
 static struct mlx5_srq *srq;
 static uint8_t *srq_buf;
 static __be32 *srq_dbrec;
+
+/* Which send WQE the post scenarios build (check_wqe). */
+enum send_kind { SK_WRITE, SK_INLINE32, SK_UD, SK_RAW };
+static enum send_kind send_kind = SK_WRITE;
+static unsigned wqe_bbs = 1;	/* WQEBBs per WQE (cur_post step) */
+static unsigned eth_inl;	/* ctx->eth_min_inline_size of SK_RAW */
+static struct mlx5_ah *ah;	/* SK_UD: the address handle */
+static uint8_t inl_bufs[32][INL_LEN] __attribute__((aligned(64)));
+static uint8_t frames[32][ETH_LEN] __attribute__((aligned(64)));
 
 static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void die(const char *fmt, ...)
@@ -461,6 +487,209 @@ static void init_wrs(void)
 	}
 }
 
+/* The send scenarios: turn the fabricated QP and wrs[] into what the
+ * scenario posts.  Called after fabricate() and init_wrs().
+ *
+ * SK_INLINE32: the RC QP as it is (ibv_create_qp(RC, max_send_wr = 64,
+ *   max_send_sge = 1, max_inline_data = 0)); mlx5_calc_sq_size reports
+ *   qp->max_inline_data = 256 - 192 - 4 = 60 >= 32.  Each WR: IBV_WR_SEND,
+ *   IBV_SEND_SIGNALED | IBV_SEND_INLINE, one SGE of 32 bytes pointing at
+ *   inl_bufs[k] (lkey unused by libmlx5 for inline).
+ * SK_UD: the QP becomes ibv_create_qp(UD, max_send_wr = 128, max_send_sge =
+ *   1, max_inline_data = 0): sq_overhead(UD, default ops SEND | SEND_WITH_IMM
+ *   | TSO) = ctrl 16 + datagram 48 = 64, + 1 data segment = 80 -> WQE size
+ *   128 B; wq_size = roundup_pow_of_two(128 * 128) = 16 KiB = 256 WQEBBs
+ *   (the same ring as mlx5dp's), max_post = 128, max_inline_data = 128 - 64
+ *   - 4 = 60; no MLX5_QP_FLAGS_USE_UNDERLAY.  The address handle is a
+ *   struct mlx5_ah as mlx5_create_ah(pd, {dlid = 0x17, sl = 0,
+ *   src_path_bits = 0, static_rate = 0, is_global = 0, port 1}) fills it on
+ *   an IB port: av.rlid = htobe16(dlid), av.fl_mlid = 0, av.stat_rate_sl =
+ *   0, everything else 0 (calloc).  Each WR: IBV_WR_SEND,
+ *   IBV_SEND_SIGNALED, wr.ud = {ah, 0x456, 0x11112222}, one SGE of 64 B.
+ * SK_RAW: the QP becomes ibv_create_qp(RAW_PACKET, max_send_wr = 256,
+ *   max_send_sge = 1, max_inline_data = 0): sq_overhead = ctrl 16 + eth seg
+ *   32 = 48, + 1 data segment = 64 -> WQE size 64 B; 256 WQEBBs, max_post
+ *   256, max_inline_data = 64 - 48 - 4 = 12.  ctx->eth_min_inline_size =
+ *   eth (18, MLX5_ETH_L2_INLINE_HEADER_SIZE, when the kernel reports
+ *   eth_min_inline L2 or nothing; 0 when it reports
+ *   MLX5_USER_INLINE_MODE_NONE).  Each WR: IBV_WR_SEND, IBV_SEND_SIGNALED,
+ *   one SGE of 64 B pointing at frames[k] (libmlx5 reads the first
+ *   eth_min_inline_size bytes from it). */
+static void fabricate_send(enum send_kind kind, unsigned eth)
+{
+	struct ibv_qp *ibqp = qp->ibv_qp;
+	int i, j;
+
+	send_kind = kind;
+	for (i = 0; i < 32; i++) {
+		for (j = 0; j < (int)INL_LEN; j++)
+			inl_bufs[i][j] = (uint8_t)(0x5a + i * 7 + j);
+		/* dst MAC, src MAC, ethertype 0x0800, payload: like
+		 * mlx5dp's FRAME64, but different in every slot */
+		for (j = 0; j < (int)ETH_LEN; j++)
+			frames[i][j] = (uint8_t)(j + i * 3);
+		frames[i][12] = 0x08;
+		frames[i][13] = 0x00;
+	}
+	for (i = 0; i < 32; i++) {
+		memset(&wrs[i].wr, 0, sizeof(wrs[i].wr));
+		wrs[i].opcode = IBV_WR_SEND;
+		wrs[i].send_flags = IBV_SEND_SIGNALED;
+	}
+	switch (kind) {
+	case SK_INLINE32:
+		CHECK(qp->max_inline_data >= (int)INL_LEN,
+		      "RC QP max_inline_data %d < 32", qp->max_inline_data);
+		CHECK(qp->max_inline_data == 60, "RC QP max_inline_data %d, want 60",
+		      qp->max_inline_data);
+		for (i = 0; i < 32; i++) {
+			wrs[i].send_flags |= IBV_SEND_INLINE;
+			sges[i].addr = (uintptr_t)inl_bufs[i];
+			sges[i].length = INL_LEN;
+		}
+		break;
+	case SK_UD:
+		ibqp->qp_type = IBV_QPT_UD;
+		qp->sq.max_post = 128;
+		qp->max_inline_data = 128 - 64 - 4;
+		qp->flags = 0;
+		qp->atomics_enabled = 0;
+		wqe_bbs = UD_WQEBBS;
+		ah = zalloc(64, sizeof(*ah));
+		ah->ibv_ah.context = &ctx->ibv_ctx.context;
+		ah->av.fl_mlid = 0;
+		ah->av.rlid = htobe16(UD_DLID);
+		ah->av.stat_rate_sl = 0;
+		ah->is_global = 0;
+		for (i = 0; i < 32; i++) {
+			wrs[i].wr.ud.ah = &ah->ibv_ah;
+			wrs[i].wr.ud.remote_qpn = UD_RQPN;
+			wrs[i].wr.ud.remote_qkey = UD_QKEY;
+		}
+		break;
+	case SK_RAW:
+		ibqp->qp_type = IBV_QPT_RAW_PACKET;
+		qp->sq.max_post = 256;
+		qp->max_inline_data = 64 - 48 - 4;
+		qp->flags = 0;
+		qp->atomics_enabled = 0;
+		qp->qp_cap_cache = 0;
+		ctx->eth_min_inline_size = eth;
+		eth_inl = eth;
+		for (i = 0; i < 32; i++) {
+			sges[i].addr = (uintptr_t)frames[i];
+			sges[i].length = ETH_LEN;
+		}
+		break;
+	case SK_WRITE:
+		break;
+	}
+}
+
+/* Check the send WQE libmlx5 wrote for wrs[k] at WQE counter ctr (the
+ * send scenarios): every byte libmlx5 writes, and that it wrote nothing
+ * else inside the WQE's WQEBBs (the ring is zeroed and only ever holds
+ * WQEs of this one shape, so the padding stays 0). */
+static void check_send_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
+{
+	unsigned idx = ctr & (SQ_WQEBB - 1);
+	uint8_t *w = sq_buf + idx * MLX5_SEND_WQE_BB;
+	struct mlx5_wqe_ctrl_seg *c = (void *)w;
+	unsigned ds = 0, used = 0, i;
+
+	switch (send_kind) {
+	case SK_INLINE32: {
+		struct mlx5_wqe_inline_seg *in = (void *)(w + 16);
+
+		ds = 4;		/* ctrl + align(4 + 32, 16) / 16 */
+		CHECK(be32toh(in->byte_count) == (INL_LEN | MLX5_INLINE_SEG),
+		      "WQE %u: inline byte_count %08x, want %08x", ctr,
+		      be32toh(in->byte_count), INL_LEN | MLX5_INLINE_SEG);
+		CHECK(memcmp(w + 20, inl_bufs[k], INL_LEN) == 0,
+		      "WQE %u: inline data differs from the 32-byte buffer", ctr);
+		used = 20 + INL_LEN;
+		break;
+	}
+	case SK_UD: {
+		struct mlx5_wqe_datagram_seg *dg = (void *)(w + 16);
+		struct mlx5_wqe_data_seg *d = (void *)(w + 64);
+		struct mlx5_wqe_av want = ah->av;
+
+		ds = 5;		/* ctrl + datagram (3) + data */
+		want.dqp_dct = htobe32(UD_RQPN | MLX5_EXTENDED_UD_AV);
+		want.key.qkey.qkey = htobe32(UD_QKEY);
+		CHECK(memcmp(&dg->av, &want, sizeof(want)) == 0,
+		      "WQE %u: datagram segment (dqp_dct %08x qkey %08x rlid %04x)",
+		      ctr, be32toh(dg->av.dqp_dct), be32toh(dg->av.key.qkey.qkey),
+		      be16toh(dg->av.rlid));
+		CHECK(be32toh(dg->av.dqp_dct) == (0x80000000u | UD_RQPN) &&
+		      be32toh(dg->av.key.qkey.qkey) == UD_QKEY &&
+		      dg->av.key.qkey.reserved == 0 &&
+		      be16toh(dg->av.rlid) == UD_DLID && dg->av.stat_rate_sl == 0 &&
+		      dg->av.fl_mlid == 0 && dg->av.grh_gid_fl == 0,
+		      "WQE %u: datagram fields", ctr);
+		CHECK(be32toh(d->byte_count) == LEN && be32toh(d->lkey) == LKEY &&
+		      be64toh(d->addr) == sges[k].addr,
+		      "WQE %u: data segment (len %u lkey %x addr %llx)", ctr,
+		      be32toh(d->byte_count), be32toh(d->lkey),
+		      (unsigned long long)be64toh(d->addr));
+		used = 80;
+		break;
+	}
+	case SK_RAW: {
+		struct mlx5_wqe_eth_seg *e = (void *)(w + 16);
+		unsigned doff = 16 + ((offsetof(struct mlx5_wqe_eth_seg, inline_hdr) +
+				       eth_inl) & ~0xfu);
+		struct mlx5_wqe_data_seg *d = (void *)(w + doff);
+
+		ds = doff / 16 + 1;	/* 4 with 18 bytes inline, 3 with 0 */
+		CHECK(e->rsvd0 == 0 && e->cs_flags == 0 && e->rsvd1 == 0 &&
+		      e->mss == 0 && e->rsvd2 == 0,
+		      "WQE %u: eth segment flags/mss not 0", ctr);
+		CHECK(be16toh(e->inline_hdr_sz) == eth_inl,
+		      "WQE %u: inline_hdr_sz %u, want %u", ctr,
+		      be16toh(e->inline_hdr_sz), eth_inl);
+		if (eth_inl) {
+			CHECK(memcmp(e->inline_hdr_start, frames[k], eth_inl) == 0,
+			      "WQE %u: inline L2 header differs from the frame", ctr);
+		} else {
+			CHECK(e->inline_hdr_start[0] == 0 && e->inline_hdr_start[1] == 0,
+			      "WQE %u: inline_hdr_start written", ctr);
+		}
+		CHECK(be32toh(d->byte_count) == ETH_LEN - eth_inl &&
+		      be32toh(d->lkey) == LKEY &&
+		      be64toh(d->addr) == sges[k].addr + eth_inl,
+		      "WQE %u: data segment (len %u lkey %x addr %llx), want %u bytes at +%u",
+		      ctr, be32toh(d->byte_count), be32toh(d->lkey),
+		      (unsigned long long)be64toh(d->addr), ETH_LEN - eth_inl, eth_inl);
+		used = doff + 16;
+		break;
+	}
+	case SK_WRITE:
+		die("check_send_wqe on an RDMA WRITE scenario");
+	}
+	CHECK(be32toh(c->opmod_idx_opcode) == (((ctr & 0xffff) << 8) | MLX5_OPCODE_SEND),
+	      "WQE %u: ctrl.opmod_idx_opcode %08x, want %08x", ctr,
+	      be32toh(c->opmod_idx_opcode), ((ctr & 0xffff) << 8) | MLX5_OPCODE_SEND);
+	CHECK(be32toh(c->qpn_ds) == ((QPN << 8) | ds),
+	      "WQE %u: ctrl.qpn_ds %08x, want %08x", ctr, be32toh(c->qpn_ds),
+	      (QPN << 8) | ds);
+	CHECK(c->fm_ce_se == MLX5_WQE_CTRL_CQ_UPDATE,
+	      "WQE %u: ctrl.fm_ce_se %02x, want %02x", ctr, c->fm_ce_se,
+	      MLX5_WQE_CTRL_CQ_UPDATE);
+	CHECK(c->signature == 0 && c->dci_stream_channel_id == 0 && c->imm == 0,
+	      "WQE %u: ctrl signature/dci/imm not zero", ctr);
+	for (i = used; i < wqe_bbs * MLX5_SEND_WQE_BB; i++)
+		CHECK(w[i] == 0, "WQE %u: byte %u past the WQE's %u bytes written",
+		      ctr, i, used);
+	CHECK(qp->sq.wrid[idx] == wr_id, "sq.wrid[%u] %llx, want %llx", idx,
+	      (unsigned long long)qp->sq.wrid[idx], (unsigned long long)wr_id);
+	CHECK(qp->sq.wqe_head[idx] == head, "sq.wqe_head[%u] %u, want %u", idx,
+	      qp->sq.wqe_head[idx], head);
+	CHECK(qp->sq.wr_data[idx] == 0, "sq.wr_data[%u] %u", idx,
+	      qp->sq.wr_data[idx]);
+}
+
 /* The device consumed everything posted and the application polled it:
  * what a poll would do to the SQ bookkeeping (sq.tail = sq.head). */
 static inline void retire_sq(void)
@@ -752,6 +981,10 @@ static void check_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
 	struct mlx5_wqe_raddr_seg *r = (void *)(w + 16);
 	struct mlx5_wqe_data_seg *d = (void *)(w + 32);
 
+	if (send_kind != SK_WRITE) {
+		check_send_wqe(ctr, k, wr_id, head);
+		return;
+	}
 	CHECK(be32toh(c->opmod_idx_opcode) ==
 	      (((ctr & 0xffff) << 8) | MLX5_OPCODE_RDMA_WRITE),
 	      "ctrl.opmod_idx_opcode %08x, want %08x",
@@ -803,19 +1036,19 @@ static void checked_post(int n, int expect_bf, int count_units)
 	if (n < 32)
 		wrs[n - 1].next = &wrs[n];
 	CHECK(rc == 0, "post_send returned %d", rc);
-	CHECK(qp->sq.cur_post == ctr0 + n, "sq.cur_post %u, want %u",
-	      qp->sq.cur_post, ctr0 + n);
+	CHECK(qp->sq.cur_post == ctr0 + n * wqe_bbs, "sq.cur_post %u, want %u",
+	      qp->sq.cur_post, ctr0 + n * wqe_bbs);
 	CHECK(qp->sq.head == head0 + n, "sq.head %u, want %u", qp->sq.head,
 	      head0 + n);
 	for (i = 0; i < n; i++)
-		check_wqe(ctr0 + i, i, wrs[i].wr_id, head0 + i);
-	CHECK(qp_dbrec[MLX5_SND_DBR] == htobe32((ctr0 + n) & 0xffff),
+		check_wqe(ctr0 + i * wqe_bbs, i, wrs[i].wr_id, head0 + i);
+	CHECK(qp_dbrec[MLX5_SND_DBR] == htobe32((ctr0 + n * wqe_bbs) & 0xffff),
 	      "SQ doorbell record %08x, want %08x", be32toh(qp_dbrec[MLX5_SND_DBR]),
-	      (ctr0 + n) & 0xffff);
+	      (ctr0 + n * wqe_bbs) & 0xffff);
 	CHECK(qp_dbrec[MLX5_RCV_DBR] == 0, "RQ doorbell record touched");
 	CHECK(bf.offset == (off0 ^ bf.buf_size), "bf.offset %u, want %u",
 	      bf.offset, off0 ^ bf.buf_size);
-	last = sq_buf + ((ctr0 + n - 1) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
+	last = sq_buf + ((ctr0 + (n - 1) * wqe_bbs) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
 	if (expect_bf) {
 		CHECK(memcmp(slot, last, 64) == 0,
 		      "BlueFlame register does not hold the 64-byte WQE copy");
@@ -841,7 +1074,7 @@ static void check_register(int expect_bf)
 {
 	uint8_t *last_slot = (uint8_t *)bf.reg + (bf.offset ^ bf.buf_size);
 	uint8_t *last = sq_buf +
-		((qp->sq.cur_post - 1) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
+		((qp->sq.cur_post - wqe_bbs) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
 	unsigned h, i;
 
 	CHECK(memcmp(last_slot, last, expect_bf ? 64 : 8) == 0,
@@ -944,7 +1177,9 @@ static void calibrate(void)
 
 enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
 	    S_START_POLL, S_START_POLL_LOCK, S_RECV1, S_RECV32,
-	    S_POLL_RECV, S_START_POLL_RECV, S_SRQ_RECV1, S_SRQ_RECV32 };
+	    S_POLL_RECV, S_START_POLL_RECV, S_SRQ_RECV1, S_SRQ_RECV32,
+	    S_SEND_INL, S_SEND_INL_BF, S_SEND_INL_DB, S_SEND_UD, S_SEND_RAW,
+	    S_SEND_RAW_MIN0 };
 
 static const struct {
 	const char *name;
@@ -964,7 +1199,23 @@ static const struct {
 	{ "start_poll32_recv", S_START_POLL_RECV, "completion (1/32 of start..end_poll)" },
 	{ "post_srq_recv1", S_SRQ_RECV1, "WQE (1 post_srq_recv call)" },
 	{ "post_srq_recv32", S_SRQ_RECV32, "WQE (1/32 of a post_srq_recv call)" },
+	{ "post_send_inline32", S_SEND_INL, "WQE (1 post_send call)" },
+	{ "post_send_inline32_bf", S_SEND_INL_BF, "WQE (1 post_send call)" },
+	{ "post_send_inline32_db", S_SEND_INL_DB, "WQE (1 post_send call)" },
+	{ "post_send_ud", S_SEND_UD, "WQE (1 post_send call)" },
+	{ "post_send_raw_eth64", S_SEND_RAW, "WQE (1 post_send call)" },
+	{ "post_send_raw_eth64_min0", S_SEND_RAW_MIN0, "WQE (1 post_send call)" },
 };
+
+/* The register write libmlx5 must make for a single-WR post of scenario s:
+ * BlueFlame (1) or the 8-byte doorbell (0).  post_send_db() copies the WQE
+ * with BlueFlame iff !shut_up_bf && nreq == 1 && bf->uuarn &&
+ * (inl || prefer_bf) && 1 < size <= bf->buf_size / 16: an inline WQE
+ * (size 4) takes BlueFlame whatever prefer_bf is, unless MLX5_SHUT_UP_BF. */
+static int send_expect_bf(enum scen s)
+{
+	return s == S_POST_SGE_BF || s == S_SEND_INL || s == S_SEND_INL_BF;
+}
 
 /* Runs `units` units of scenario s; returns the sum of the corrected
  * timed-window cycles.  Every window's result is checked. */
@@ -999,6 +1250,49 @@ static uint64_t run_units(enum scen s, long units, struct ibv_cq_ex *cqx)
 			CHECK(qp_dbrec[MLX5_SND_DBR] ==
 			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
 			check_register(s == S_POST_SGE_BF);
+			retire_sq();
+			done += b;
+		}
+		wr->next = saved_next;
+		break;
+	}
+	case S_SEND_INL:
+	case S_SEND_INL_BF:
+	case S_SEND_INL_DB:
+	case S_SEND_UD:
+	case S_SEND_RAW:
+	case S_SEND_RAW_MIN0: {
+		/* windows of 32 single-WR posts of wrs[0]; after each window
+		 * (untimed) all 32 WQEs are checked field by field, then the
+		 * SQ is retired */
+		struct ibv_send_wr *wr = &wrs[0];
+		struct ibv_send_wr *saved_next = wr->next;
+
+		wr->next = NULL;
+		while (done < units) {
+			int b = units - done < 32 ? units - done : 32;
+			uint32_t c0 = qp->sq.cur_post;
+			unsigned h0 = qp->sq.head;
+			uint64_t t0, t1, id0 = next_wr_id;
+
+			t0 = tsc_start();
+			for (i = 0; i < b; i++) {
+				wr->wr_id = next_wr_id++;
+				rc |= measured_post_send(qp->ibv_qp, wr);
+			}
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "post_send returned %d", rc);
+			CHECK(qp->sq.cur_post == c0 + b * wqe_bbs && qp->sq.head == h0 + b,
+			      "sq.cur_post %u / sq.head %u after the window", qp->sq.cur_post,
+			      qp->sq.head);
+			for (i = 0; i < b; i++)
+				check_wqe(c0 + i * wqe_bbs, 0, id0 + i, h0 + i);
+			CHECK(qp_dbrec[MLX5_SND_DBR] ==
+			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
+			CHECK(qp_dbrec[MLX5_RCV_DBR] == 0, "RQ doorbell record touched");
+			CHECK(qp->sq.lock.in_use == 0, "SQ lock left in use");
+			check_register(send_expect_bf(s));
 			retire_sq();
 			done += b;
 		}
@@ -1227,8 +1521,15 @@ static void preflight(enum scen s)
 	switch (s) {
 	case S_POST_SGE:
 	case S_POST_SGE_BF:
+	case S_SEND_INL:
+	case S_SEND_INL_BF:
+	case S_SEND_INL_DB:
+	case S_SEND_UD:
+	case S_SEND_RAW:
+	case S_SEND_RAW_MIN0:
+		/* 300 single-WR posts wrap the 256-WQEBB ring (UD: twice) */
 		for (i = 0; i < 300; i++) {
-			checked_post(1, s == S_POST_SGE_BF, 1);
+			checked_post(1, send_expect_bf(s), 1);
 			if (qp->sq.head - qp->sq.tail >= 32)
 				retire_sq();
 		}
@@ -1377,8 +1678,34 @@ int main(int argc, char **argv)
 		sched_setaffinity(0, sizeof(set), &set);
 	}
 
-	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF);
+	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF || s == S_SEND_INL_BF);
 	init_wrs();
+	switch (s) {
+	case S_SEND_INL:
+	case S_SEND_INL_BF:
+		fabricate_send(SK_INLINE32, 0);
+		break;
+	case S_SEND_INL_DB:
+		/* MLX5_SHUT_UP_BF=1: the only setting with which libmlx5
+		 * rings the 8-byte doorbell for a single inline WQE (it also
+		 * makes mlx5_init_context map the UAR non-cached, and
+		 * mlx5_get_qp_uar hand out ctx->nc_uar: not modelled, the
+		 * register is ordinary memory here as everywhere) */
+		ctx->shut_up_bf = 1;
+		fabricate_send(SK_INLINE32, 0);
+		break;
+	case S_SEND_UD:
+		fabricate_send(SK_UD, 0);
+		break;
+	case S_SEND_RAW:
+		fabricate_send(SK_RAW, MLX5_ETH_L2_INLINE_HEADER_SIZE);
+		break;
+	case S_SEND_RAW_MIN0:
+		fabricate_send(SK_RAW, 0);
+		break;
+	default:
+		break;
+	}
 	if (s == S_SRQ_RECV1 || s == S_SRQ_RECV32)
 		fabricate_srq();
 	if (s == S_START_POLL || s == S_START_POLL_RECV)
