@@ -124,6 +124,20 @@ pub fn measured_rc_send_inline32(
     }
 }
 
+/// The same inline SEND posted in one call
+/// (`SendQueue::post_send_inline`: checked, built in registers, written
+/// straight into the ring, then the doorbell).
+#[inline(never)]
+pub fn measured_rc_send_inline32_post(
+    sq: &mut SendQueue<'static, DoorbellOnly, RcQp>,
+    first: u64,
+    n: u64,
+) {
+    for i in first..first + n {
+        ok(sq.post_send_inline(i, &PAYLOAD32, SendFlags::NONE));
+    }
+}
+
 /// RC RDMA WRITE with one SGE, one WQE per batch (3 DS, one WQEBB).
 #[inline(never)]
 pub fn measured_rc_write_sge(sq: &mut SendQueue<'static, DoorbellOnly, RcQp>, first: u64, n: u64) {
@@ -325,6 +339,7 @@ pub fn measured_rc_write_batch32(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     SendInline32,
+    SendInline32Post,
     WriteSge,
     UdSendAv,
     RawEth64,
@@ -435,6 +450,9 @@ impl Scenario for SqScenario {
         let first = self.next;
         match (self.kind, &mut self.rc, &mut self.ud, &mut self.raw) {
             (Kind::SendInline32, Some(sq), _, _) => measured_rc_send_inline32(sq, first, n),
+            (Kind::SendInline32Post, Some(sq), _, _) => {
+                measured_rc_send_inline32_post(sq, first, n)
+            }
             (Kind::WriteSge, Some(sq), _, _) => measured_rc_write_sge(sq, first, n),
             (Kind::WriteBatch32, Some(sq), _, _) => measured_rc_write_batch32(sq, first, n),
             (Kind::WriteSgePost, Some(sq), _, _) => measured_rc_write_sge_post(sq, first, n),
@@ -498,6 +516,11 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             "sq/rc_send_inline32",
             "*measured_rc_send_inline32*",
             Kind::SendInline32,
+        )),
+        Box::new(SqScenario::new(
+            "sq/rc_send_inline32_post",
+            "*measured_rc_send_inline32_post*",
+            Kind::SendInline32Post,
         )),
         Box::new(SqScenario::new(
             "sq/rc_write_sge",

@@ -865,6 +865,98 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         self.post_sge(batch::Op::Send, wr_id, 0, 0, sge, flags)
     }
 
+    /// Posts an RC or UC send of `data` inline in one call: the same WQE,
+    /// shadow entry, doorbell (the policy's choice for an inline WQE) and
+    /// errors as `let mut b = sq.start();` then `b.send(wr_id)` with the
+    /// flags and `.inline_data(data)`, then `b.complete()`.
+    ///
+    /// With 1 to 44 bytes (one WQEBB), no more than the QP's
+    /// `max_inline_data`, and a fast-path credit in hand, the WQE is built
+    /// in registers and written straight into the ring (nothing can fail
+    /// after the checks); every other case takes the batch path, out of
+    /// line.
+    #[inline(always)]
+    pub fn post_send_inline(
+        &mut self,
+        wr_id: u64,
+        data: &[u8],
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let pi = self.pi;
+        let len = data.len();
+        if !self.inline_fast_ok(len) || pi == self.fast_end {
+            return self.post_inline_cold(wr_id, data, flags);
+        }
+        let f = flags.0;
+        let index = crate::index::wq_counter16(pi);
+        let ds = fast::inline_ds(len);
+        // The send shape's constant holds DS 2; this WQE's count replaces it
+        // (the last byte of `qpn_ds`, the top byte of the native word).
+        let w0 =
+            (self.lim.ctrl0_send & !(0xff << 56)) | (u64::from(ds) << 56) | fast::index_word(index);
+        let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
+        let wqe = fast::inline_wqebb(w0, ctrl1, data);
+        let slot = (pi & self.ring.mask()) as usize;
+        self.ring.write(pi, &wqe.0);
+        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
+        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
+        let pi = pi.wrapping_add(1);
+        self.pi = pi;
+        if f & batch::F_SIGNALED != 0 {
+            self.sig_pi = pi;
+        }
+        self.db.ring::<P>(doorbell::Publish {
+            pi,
+            last_wqe: core::slice::from_ref(&wqe),
+            last_ds: ds as u8,
+            nreq: 1,
+            inline: true,
+        });
+        Ok(())
+    }
+
+    /// Whether [`SendQueue::post_send_inline`]'s fast path takes `len`
+    /// bytes: RC/UC, one WQEBB's worth, within `max_inline_data`.
+    #[inline(always)]
+    fn inline_fast_ok(&self, len: usize) -> bool {
+        matches!(self.qp_type(), QpType::Rc | QpType::Uc)
+            && len != 0
+            && len <= fast::INLINE_FAST_MAX
+            && len <= self.lim.max_inline as usize
+    }
+
+    /// [`SendQueue::post_send_inline`] through a batch, out of line.
+    #[cold]
+    #[inline(never)]
+    fn post_inline_cold(
+        &mut self,
+        wr_id: u64,
+        data: &[u8],
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let f = flags.0;
+        let mut b = self.start();
+        b.send(wr_id)
+            .map(|w| {
+                let w = w.signaled_if(f & batch::F_SIGNALED != 0);
+                let w = if f & batch::F_FENCE != 0 {
+                    w.fence()
+                } else {
+                    w
+                };
+                if f & batch::F_SOLICITED != 0 {
+                    w.solicited()
+                } else {
+                    w
+                }
+            })
+            .and_then(|w| w.inline_data(data))?;
+        b.complete();
+        // Credits for the next one-call posts (the batch left none).
+        self.refresh_credits();
+        Ok(())
+    }
+
     /// Whether the one-SGE fast path formats `op` with an SGE of `length`
     /// bytes: RC/UC, an operation the QP allows, a non-empty SGE (libmlx5
     /// skips empty ones: another DS count). (A queue without SGEs fails the

@@ -269,6 +269,35 @@ pub(super) fn words_wqebb(
     zerocopy::transmute!(words)
 }
 
+/// A one-WQEBB inline send: the two control words (`w0` with the DS
+/// count and WQE index in it), the inline segment's byte count word
+/// (`data.len()` with the inline bit), the data, zeros. `data` is 1 to
+/// [`INLINE_FAST_MAX`] bytes (longer is cut, not written past the WQEBB).
+#[inline(always)]
+pub(super) fn inline_wqebb(w0: u64, ctrl1: u64, data: &[u8]) -> Wqebb {
+    let mut bb = Wqebb::ZERO;
+    let header = ((data.len() as u32) << INLINE_COUNT_SHIFT) | INLINE_BIT;
+    let words: [u64; 2] = [w0, ctrl1];
+    if let Some(d) = bb.0.get_mut(..SEND_WQE_DS) {
+        d.copy_from_slice(words.as_bytes());
+    }
+    if let Some(h) = bb.0.get_mut(SEND_WQE_DS..SEND_WQE_DS + 4) {
+        h.copy_from_slice(&header.to_be_bytes());
+    }
+    if let Some(dst) = bb.0.get_mut(SEND_WQE_DS + 4..) {
+        copy_small(dst, data.get(..INLINE_FAST_MAX).unwrap_or(data));
+    }
+    bb
+}
+
+/// The DS count of a one-WQEBB inline send of `len` bytes: the control
+/// segment and the inline segment (4-byte header and the data, rounded
+/// up to 16 bytes).
+#[inline(always)]
+pub(super) const fn inline_ds(len: usize) -> u32 {
+    1 + (4 + len).div_ceil(SEND_WQE_DS) as u32
+}
+
 /// A one-WQEBB WQE as one value: the control segment, `body`, zeros.
 #[inline(always)]
 pub(super) fn one_wqebb<B: IntoBytes + Immutable>(ctrl: &CtrlSeg, body: &B) -> Wqebb {
@@ -304,7 +333,7 @@ struct EthSge {
 
 /// Largest inline payload of the one-WQEBB inline fast path: 64 bytes less
 /// the control segment and the 4-byte inline header.
-const INLINE_FAST_MAX: usize = SEND_WQE_BB - SEND_WQE_DS - 4;
+pub(super) const INLINE_FAST_MAX: usize = SEND_WQE_BB - SEND_WQE_DS - 4;
 
 /// Copies `src` (at most 48 bytes) to the start of `dst` with a few
 /// fixed-size (overlapping) copies instead of a `memcpy` call.
@@ -599,7 +628,7 @@ impl<P: DoorbellPolicy, Q: QpKind> Batch<'_, '_, P, Q> {
         if let Some(dst) = body.get_mut(4..) {
             copy_small(dst, data);
         }
-        let ds = 1 + (4 + len).div_ceil(SEND_WQE_DS) as u32;
+        let ds = inline_ds(len);
         Some(self.push::<_, 1>(d.wr_id, d.op, d.flags, d_imm(d), ds, &body, true))
     }
 

@@ -1313,7 +1313,8 @@ fn typed_queues_check_their_qp_type() {
 }
 
 /// The one-call posts (`SendQueue::post_rdma_write` / `post_rdma_read` /
-/// `post_send`, writing straight into the ring, and `Batch::rdma_write_sge`
+/// `post_send` / `post_send_inline`, writing straight into the ring, and
+/// `Batch::rdma_write_sge`
 /// / `rdma_read_sge` / `send_sge`) give the bytes, shadow, doorbell,
 /// BlueFlame toggle and errors of the builder with `sge_list` (the generic
 /// encoder), on every QP type, with and without SGEs, through full queues,
@@ -1347,18 +1348,25 @@ fn one_call_posts_match_the_builder() {
         i: u64,
         abort: bool,
     ) -> Result<(), PostError> {
-        let op = i % 3;
+        let op = i % 4;
         let len = [64u32, 0, 200, 8][(i % 4) as usize];
         let sge = Sge::new(0x4321, 0x2_0000_0000 + i, len);
         let (flags, sig, fence, sol) = flags_of(i);
         let (rkey, raddr) = (0xabcd, 0x7000 + 64 * i);
+        // Inline sends: one, two and three DS of data, one WQEBB's most
+        // (44), and longer (the batch path).
+        let inline_len = [1usize, 12, 13, 28, 29, 44, 45, 60][(i / 4 % 8) as usize];
+        let data: Vec<u8> = (0..inline_len)
+            .map(|k| (i as u8) ^ (k as u8).wrapping_mul(7))
+            .collect();
         match mode {
             Mode::Post if !abort => match op {
                 0 => sq.post_rdma_write(i, rkey, raddr, sge, flags),
                 1 => sq.post_rdma_read(i, rkey, raddr, sge, flags),
-                _ => sq.post_send(i, sge, flags),
+                2 => sq.post_send(i, sge, flags),
+                _ => sq.post_send_inline(i, &data, flags),
             },
-            Mode::BatchOne | Mode::Post => {
+            Mode::BatchOne | Mode::Post if op != 3 => {
                 let mut b = sq.start();
                 let r = match op {
                     0 => b.rdma_write_sge(i, rkey, raddr, sge, flags),
@@ -1372,7 +1380,7 @@ fn one_call_posts_match_the_builder() {
                 }
                 r
             }
-            Mode::Builder => {
+            _ => {
                 let mut b = sq.start();
                 let r = match op {
                     0 => b.rdma_write(i, rkey, raddr),
@@ -1383,7 +1391,11 @@ fn one_call_posts_match_the_builder() {
                     let w = w.signaled_if(sig);
                     let w = if fence { w.fence() } else { w };
                     let w = if sol { w.solicited() } else { w };
-                    w.sge_list(&[sge])
+                    if op == 3 {
+                        w.inline_data(&data)
+                    } else {
+                        w.sge_list(&[sge])
+                    }
                 });
                 if abort {
                     b.abort();
@@ -1394,9 +1406,43 @@ fn one_call_posts_match_the_builder() {
             }
         }
     }
+    // (With the register page after every post: a doorbell and a
+    // BlueFlame copy leave different bytes there.)
+    type Outcome = (
+        Vec<(Result<(), PostError>, u32, u8, usize, Vec<u8>)>,
+        Vec<SqShadowEntry>,
+    );
+    fn drive<P: DoorbellPolicy>(mem: &Mem, lent: &mut Lent, c: SqConfig, mode: Mode) -> Outcome {
+        let mut sq = queue::<P>(mem, lent, c);
+        let mut out = Vec::new();
+        for i in 0..60u64 {
+            if i % 9 == 4 {
+                let mut b = sq.start();
+                let _ = b.local_inv(1000 + i, 0x77).and_then(|w| w.post());
+                b.complete();
+            }
+            let r = one(&mut sq, mode, i, i % 11 == 10);
+            out.push((r, sq.producer(), sq.fm_cache(), sq.bf_offset(), mem.uar()));
+            // Retire everything now and then (and let the
+            // queue run full in between).
+            if i % 13 == 12 && sq.outstanding() > 0 {
+                let last = (0..8)
+                    .filter_map(|s| sq.shadow(s).copied())
+                    .filter(|e| e.wqebbs() != 0)
+                    .map(|e| e.index())
+                    .filter(|&x| u32::from(x.wrapping_sub(sq.consumer() as u16)) < sq.outstanding())
+                    .max_by_key(|&x| x.wrapping_sub(sq.consumer() as u16));
+                if let Some(x) = last {
+                    sq.retire(x).unwrap();
+                }
+            }
+        }
+        let shadow: Vec<_> = (0..8).map(|s| *sq.shadow(s).unwrap()).collect();
+        (out, shadow)
+    }
     for qp in [Rc, Uc, Ud, Xrc, RawPacket] {
         for max_sge in [0u32, 4] {
-            for sig_all in [false, true] {
+            for (sig_all, bf_inline) in [(false, false), (true, false), (false, true)] {
                 let run = |mode: Mode| {
                     let mem = Mem::new(8);
                     let mut lent = Lent::new(8);
@@ -1404,34 +1450,15 @@ fn one_call_posts_match_the_builder() {
                     c.max_sge = max_sge;
                     c.sig_all = sig_all;
                     c.signal_every = 3;
-                    let mut sq = queue::<BlueFlamePreferred>(&mem, &mut lent, c);
-                    let mut out = Vec::new();
-                    for i in 0..60u64 {
-                        if i % 9 == 4 {
-                            let mut b = sq.start();
-                            let _ = b.local_inv(1000 + i, 0x77).and_then(|w| w.post());
-                            b.complete();
-                        }
-                        let r = one(&mut sq, mode, i, i % 11 == 10);
-                        out.push((r, sq.producer(), sq.fm_cache(), sq.bf_offset()));
-                        // Retire everything now and then (and let the
-                        // queue run full in between).
-                        if i % 13 == 12 && sq.outstanding() > 0 {
-                            let last = (0..8)
-                                .filter_map(|s| sq.shadow(s).copied())
-                                .filter(|e| e.wqebbs() != 0)
-                                .map(|e| e.index())
-                                .filter(|&x| {
-                                    u32::from(x.wrapping_sub(sq.consumer() as u16))
-                                        < sq.outstanding()
-                                })
-                                .max_by_key(|&x| x.wrapping_sub(sq.consumer() as u16));
-                            if let Some(x) = last {
-                                sq.retire(x).unwrap();
-                            }
-                        }
+                    if max_sge == 0 {
+                        // (Inline sends past 20 bytes are refused.)
+                        c.max_inline_data = 20;
                     }
-                    let shadow: Vec<_> = (0..8).map(|s| *sq.shadow(s).unwrap()).collect();
+                    let (out, shadow) = if bf_inline {
+                        drive::<BlueFlameInline>(&mem, &mut lent, c, mode)
+                    } else {
+                        drive::<BlueFlamePreferred>(&mem, &mut lent, c, mode)
+                    };
                     (out, shadow, mem.snapshot())
                 };
                 let builder = run(Mode::Builder);
@@ -1441,11 +1468,11 @@ fn one_call_posts_match_the_builder() {
                 );
                 assert!(
                     run(Mode::Post) == builder,
-                    "post on {qp:?}, max_sge {max_sge}, sig_all {sig_all}"
+                    "post on {qp:?}, max_sge {max_sge}, sig_all {sig_all}, bf_inline {bf_inline}"
                 );
                 assert!(
                     run(Mode::BatchOne) == builder,
-                    "batch on {qp:?}, max_sge {max_sge}, sig_all {sig_all}"
+                    "batch on {qp:?}, max_sge {max_sge}, sig_all {sig_all}, bf_inline {bf_inline}"
                 );
             }
         }
