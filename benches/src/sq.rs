@@ -298,6 +298,21 @@ pub fn measured_ud_send_av(
     }
 }
 
+/// The same UD SEND posted in one call (`SendQueue::post_ud_send`).
+#[inline(never)]
+pub fn measured_ud_send_av_post(
+    sq: &mut SendQueue<'static, DoorbellOnly, UdQp>,
+    av: &Av,
+    first: u64,
+    n: u64,
+) {
+    for i in first..first + n {
+        let off = (i & 0xff) * 64;
+        let sge = Sge::new(LKEY, LADDR + off, 64);
+        ok(sq.post_ud_send(i, av, 0x00_0456, 0x1111_2222, sge, SendFlags::NONE));
+    }
+}
+
 /// Raw Ethernet send of a 64-byte frame: its first 18 bytes inlined in the
 /// Ethernet segment, the other 46 in one pointer segment (4 DS, one WQEBB).
 #[inline(never)]
@@ -342,6 +357,7 @@ enum Kind {
     SendInline32Post,
     WriteSge,
     UdSendAv,
+    UdSendAvPost,
     RawEth64,
     WriteBatch32,
     WriteSgePost,
@@ -390,7 +406,7 @@ fn retire_all<P: DoorbellPolicy, Q: QpKind>(sq: &mut SendQueue<'static, P, Q>, w
 impl SqScenario {
     fn new(name: &'static str, symbol: &'static str, kind: Kind) -> Self {
         let (qp_type, wqebbs) = match kind {
-            Kind::UdSendAv => (QpType::Ud, 2),
+            Kind::UdSendAv | Kind::UdSendAvPost => (QpType::Ud, 2),
             Kind::RawEth64 => (QpType::RawPacket, 1),
             _ => (QpType::Rc, 1),
         };
@@ -462,6 +478,7 @@ impl Scenario for SqScenario {
                 measured_rc_write_list32_scalar(sq, self.list, n)
             }
             (Kind::UdSendAv, _, Some(sq), _) => measured_ud_send_av(sq, self.av, first, n),
+            (Kind::UdSendAvPost, _, Some(sq), _) => measured_ud_send_av_post(sq, self.av, first, n),
             (Kind::RawEth64, _, _, Some(sq)) => measured_raw_eth64(sq, first, n),
             _ => unreachable!("{}: no queue of its type", self.name),
         }
@@ -531,6 +548,11 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             "sq/ud_send_av",
             "*measured_ud_send_av*",
             Kind::UdSendAv,
+        )),
+        Box::new(SqScenario::new(
+            "sq/ud_send_av_post",
+            "*measured_ud_send_av_post*",
+            Kind::UdSendAvPost,
         )),
         Box::new(SqScenario::new(
             "sq/raw_eth64",

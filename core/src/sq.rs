@@ -151,7 +151,7 @@ use core::ptr::NonNull;
 use crate::cpu::Avx2;
 use crate::index::{in_flight, RingSize};
 use crate::mmio::{DeviceWord, Register};
-use crate::prm::{QpnDs, SEND_WQE_BB, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE};
+use crate::prm::{Av, QpnDs, SEND_WQE_BB, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE};
 use crate::ring::{RingBuf, WqebbRing};
 use doorbell::Doorbell;
 
@@ -890,10 +890,8 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         let f = flags.0;
         let index = crate::index::wq_counter16(pi);
         let ds = fast::inline_ds(len);
-        // The send shape's constant holds DS 2; this WQE's count replaces it
-        // (the last byte of `qpn_ds`, the top byte of the native word).
-        let w0 =
-            (self.lim.ctrl0_send & !(0xff << 56)) | (u64::from(ds) << 56) | fast::index_word(index);
+        // The send shape's constant holds DS 2; this WQE's count replaces it.
+        let w0 = fast::with_ds(self.lim.ctrl0_send, ds as u8) | fast::index_word(index);
         let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
         let wqe = fast::inline_wqebb(w0, ctrl1, data);
         let slot = (pi & self.ring.mask()) as usize;
@@ -912,6 +910,98 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             nreq: 1,
             inline: true,
         });
+        Ok(())
+    }
+
+    /// Posts a UD send of one SGE to `av` (`remote_qpn`, `qkey`) in one
+    /// call: the same WQE (two WQEBBs), shadow entries, doorbell and errors
+    /// as `let mut b = sq.start();` then `b.send(wr_id)` with the flags,
+    /// `.ud_addr(av, remote_qpn, qkey)` and `.sge(…)`, then `b.complete()`.
+    ///
+    /// On a UD queue with SGEs, a non-empty SGE and two fast-path credits,
+    /// the WQE is built and written straight into the ring; every other
+    /// case takes the batch path, out of line.
+    #[inline(always)]
+    pub fn post_ud_send(
+        &mut self,
+        wr_id: u64,
+        av: &Av,
+        remote_qpn: u32,
+        qkey: u32,
+        sge: Sge,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let pi = self.pi;
+        if self.qp_type() != QpType::Ud
+            || sge.length == 0
+            || self.lim.max_sge == 0
+            || self.fast_end.wrapping_sub(pi) < 2
+        {
+            return self.post_ud_cold(wr_id, av, remote_qpn, qkey, sge, flags);
+        }
+        let f = flags.0;
+        let index = crate::index::wq_counter16(pi);
+        // Control, datagram (3 DS) and pointer segments: DS 5 in place of
+        // the send shape's 2.
+        let w0 = fast::with_ds(self.lim.ctrl0_send, 5) | fast::index_word(index);
+        let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
+        let wqes = fast::ud_wqebbs(w0, ctrl1, av, remote_qpn, qkey, sge);
+        self.ring.write(pi, &wqes[0].0);
+        self.ring.write(pi.wrapping_add(1), &wqes[1].0);
+        self.record(
+            pi,
+            wr_id,
+            index,
+            2,
+            fast::shadow_flags(f, self.lim.sig_bits),
+        );
+        let pi = pi.wrapping_add(2);
+        self.pi = pi;
+        if f & batch::F_SIGNALED != 0 {
+            self.sig_pi = pi;
+        }
+        self.db.ring::<P>(doorbell::Publish {
+            pi,
+            last_wqe: &wqes,
+            last_ds: 5,
+            nreq: 1,
+            inline: false,
+        });
+        Ok(())
+    }
+
+    /// [`SendQueue::post_ud_send`] through a batch, out of line.
+    #[cold]
+    #[inline(never)]
+    fn post_ud_cold(
+        &mut self,
+        wr_id: u64,
+        av: &Av,
+        remote_qpn: u32,
+        qkey: u32,
+        sge: Sge,
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let f = flags.0;
+        let mut b = self.start();
+        b.send(wr_id)
+            .map(|w| {
+                let w = w.signaled_if(f & batch::F_SIGNALED != 0);
+                let w = if f & batch::F_FENCE != 0 {
+                    w.fence()
+                } else {
+                    w
+                };
+                if f & batch::F_SOLICITED != 0 {
+                    w.solicited()
+                } else {
+                    w
+                }
+            })
+            .and_then(|w| w.ud_addr(av, remote_qpn, qkey))
+            .and_then(|w| w.sge(sge.lkey, sge.addr, sge.length))?;
+        b.complete();
+        self.refresh_credits();
         Ok(())
     }
 

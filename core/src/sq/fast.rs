@@ -223,6 +223,15 @@ pub(super) fn index_word(index: u16) -> u64 {
     (u64::from(index) << (32 + WQE_INDEX_SHIFT)).to_be()
 }
 
+/// A [`ctrl0_const`] with its DS count (byte 7 in memory: the last byte of
+/// `qpn_ds`) replaced by `ds`.
+#[inline(always)]
+pub(super) fn with_ds(ctrl0: u64, ds: u8) -> u64 {
+    let mut b = ctrl0.to_ne_bytes();
+    b[7] = ds;
+    u64::from_ne_bytes(b)
+}
+
 /// [`sge_wqebb`] with the first control word given whole (`w0`: the
 /// shape's constant with the WQE index in it).
 #[inline(always)]
@@ -288,6 +297,49 @@ pub(super) fn inline_wqebb(w0: u64, ctrl1: u64, data: &[u8]) -> Wqebb {
         copy_small(dst, data.get(..INLINE_FAST_MAX).unwrap_or(data));
     }
     bb
+}
+
+/// A UD send of one SGE as its two WQEBBs: the two control words (`w0`
+/// with DS 5 and the WQE index in it), the datagram segment (`av` with the
+/// remote QPN and its extended-AV bit and the Q_Key over it, libmlx5
+/// `_set_datagram_seg`), the pointer segment, zeros.
+#[inline(always)]
+pub(super) fn ud_wqebbs(
+    w0: u64,
+    ctrl1: u64,
+    av: &Av,
+    remote_qpn: u32,
+    qkey: u32,
+    sge: Sge,
+) -> [Wqebb; 2] {
+    // The AV as six native words in memory order: `qkey` is the first 4
+    // bytes of the first, `dqp_dct` the first 4 of the second.
+    let a: [u64; 6] = zerocopy::transmute!(*av);
+    let low = |w: u64, v: u32| {
+        let mut b = w.to_ne_bytes();
+        b[..4].copy_from_slice(&v.to_be_bytes());
+        u64::from_ne_bytes(b)
+    };
+    let pair = |x: u32, y: u32| -> u64 { zerocopy::transmute!([x.to_be(), y.to_be()]) };
+    let words: [u64; 16] = [
+        w0,
+        ctrl1,
+        low(a[0], qkey),
+        low(a[1], remote_qpn | EXTENDED_UD_AV),
+        a[2],
+        a[3],
+        a[4],
+        a[5],
+        pair(sge.length, sge.lkey),
+        sge.addr.to_be(),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    zerocopy::transmute!(words)
 }
 
 /// The DS count of a one-WQEBB inline send of `len` bytes: the control

@@ -1313,7 +1313,8 @@ fn typed_queues_check_their_qp_type() {
 }
 
 /// The one-call posts (`SendQueue::post_rdma_write` / `post_rdma_read` /
-/// `post_send` / `post_send_inline`, writing straight into the ring, and
+/// `post_send` / `post_send_inline` / `post_ud_send`, writing straight
+/// into the ring, and
 /// `Batch::rdma_write_sge`
 /// / `rdma_read_sge` / `send_sge`) give the bytes, shadow, doorbell,
 /// BlueFlame toggle and errors of the builder with `sge_list` (the generic
@@ -1348,25 +1349,34 @@ fn one_call_posts_match_the_builder() {
         i: u64,
         abort: bool,
     ) -> Result<(), PostError> {
-        let op = i % 4;
+        let op = i % 5;
         let len = [64u32, 0, 200, 8][(i % 4) as usize];
         let sge = Sge::new(0x4321, 0x2_0000_0000 + i, len);
         let (flags, sig, fence, sol) = flags_of(i);
         let (rkey, raddr) = (0xabcd, 0x7000 + 64 * i);
         // Inline sends: one, two and three DS of data, one WQEBB's most
         // (44), and longer (the batch path).
-        let inline_len = [1usize, 12, 13, 28, 29, 44, 45, 60][(i / 4 % 8) as usize];
+        let inline_len = [1usize, 12, 13, 28, 29, 44, 45, 60][(i / 5 % 8) as usize];
         let data: Vec<u8> = (0..inline_len)
             .map(|k| (i as u8) ^ (k as u8).wrapping_mul(7))
             .collect();
+        // UD sends: an address vector with a LID, a MAC and a hop limit.
+        let av = Av {
+            rlid: crate::prm::Be16::new(0x17 + i as u16),
+            rmac: [2, 0, 0, 0, 0, i as u8],
+            hop_limit: 64,
+            ..Av::default()
+        };
+        let (remote_qpn, qkey) = (0x456 + i as u32, 0x1111_2222);
         match mode {
             Mode::Post if !abort => match op {
                 0 => sq.post_rdma_write(i, rkey, raddr, sge, flags),
                 1 => sq.post_rdma_read(i, rkey, raddr, sge, flags),
                 2 => sq.post_send(i, sge, flags),
-                _ => sq.post_send_inline(i, &data, flags),
+                3 => sq.post_send_inline(i, &data, flags),
+                _ => sq.post_ud_send(i, &av, remote_qpn, qkey, sge, flags),
             },
-            Mode::BatchOne | Mode::Post if op != 3 => {
+            Mode::BatchOne | Mode::Post if op < 3 => {
                 let mut b = sq.start();
                 let r = match op {
                     0 => b.rdma_write_sge(i, rkey, raddr, sge, flags),
@@ -1391,10 +1401,12 @@ fn one_call_posts_match_the_builder() {
                     let w = w.signaled_if(sig);
                     let w = if fence { w.fence() } else { w };
                     let w = if sol { w.solicited() } else { w };
-                    if op == 3 {
-                        w.inline_data(&data)
-                    } else {
-                        w.sge_list(&[sge])
+                    match op {
+                        3 => w.inline_data(&data),
+                        4 => w
+                            .ud_addr(&av, remote_qpn, qkey)
+                            .and_then(|w| w.sge_list(&[sge])),
+                        _ => w.sge_list(&[sge]),
                     }
                 });
                 if abort {
