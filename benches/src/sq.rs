@@ -329,6 +329,20 @@ pub fn measured_raw_eth64(
     }
 }
 
+/// The same raw Ethernet send posted in one call
+/// (`SendQueue::post_raw_frame`).
+#[inline(never)]
+pub fn measured_raw_eth64_post(
+    sq: &mut SendQueue<'static, DoorbellOnly, RawPacketQp>,
+    first: u64,
+    n: u64,
+) {
+    let addr = FRAME64.as_ptr() as u64;
+    for i in first..first + n {
+        ok(sq.post_raw_frame(i, LKEY, addr, &FRAME64, SendFlags::NONE));
+    }
+}
+
 /// Batches of 32 RC RDMA WRITEs with one SGE each, one doorbell per batch;
 /// `n` is a multiple of 32.
 #[inline(never)]
@@ -359,6 +373,7 @@ enum Kind {
     UdSendAv,
     UdSendAvPost,
     RawEth64,
+    RawEth64Post,
     WriteBatch32,
     WriteSgePost,
     WriteBatch32Sge,
@@ -407,11 +422,11 @@ impl SqScenario {
     fn new(name: &'static str, symbol: &'static str, kind: Kind) -> Self {
         let (qp_type, wqebbs) = match kind {
             Kind::UdSendAv | Kind::UdSendAvPost => (QpType::Ud, 2),
-            Kind::RawEth64 => (QpType::RawPacket, 1),
+            Kind::RawEth64 | Kind::RawEth64Post => (QpType::RawPacket, 1),
             _ => (QpType::Rc, 1),
         };
         let mut config = SqConfig::new(qp_type, QPN, 64, 4);
-        if kind == Kind::RawEth64 {
+        if matches!(kind, Kind::RawEth64 | Kind::RawEth64Post) {
             config.eth_min_inline = 18;
         }
         Self {
@@ -480,6 +495,7 @@ impl Scenario for SqScenario {
             (Kind::UdSendAv, _, Some(sq), _) => measured_ud_send_av(sq, self.av, first, n),
             (Kind::UdSendAvPost, _, Some(sq), _) => measured_ud_send_av_post(sq, self.av, first, n),
             (Kind::RawEth64, _, _, Some(sq)) => measured_raw_eth64(sq, first, n),
+            (Kind::RawEth64Post, _, _, Some(sq)) => measured_raw_eth64_post(sq, first, n),
             _ => unreachable!("{}: no queue of its type", self.name),
         }
         self.next += n;
@@ -558,6 +574,11 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             "sq/raw_eth64",
             "*measured_raw_eth64*",
             Kind::RawEth64,
+        )),
+        Box::new(SqScenario::new(
+            "sq/raw_eth64_post",
+            "*measured_raw_eth64_post*",
+            Kind::RawEth64Post,
         )),
         Box::new(SqScenario::new(
             "sq/rc_write_batch32",

@@ -1005,6 +1005,94 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         Ok(())
     }
 
+    /// Posts a raw Ethernet send of `frame` (its bytes at `addr` under
+    /// `lkey`) in one call: the same WQE, shadow entry, doorbell and errors
+    /// as `let mut b = sq.start();` then `b.send(wr_id)` with the flags and
+    /// `.frame(lkey, addr, frame)`, then `b.complete()`.
+    ///
+    /// On a raw packet queue that inlines exactly the 18-byte L2 header
+    /// (`eth_min_inline` 18), with SGEs, a frame longer than that header and
+    /// a fast-path credit, the WQE (one WQEBB: the header in the Ethernet
+    /// segment, the rest by pointer) is built and written straight into the
+    /// ring; every other case takes the batch path, out of line.
+    #[inline(always)]
+    pub fn post_raw_frame(
+        &mut self,
+        wr_id: u64,
+        lkey: u32,
+        addr: u64,
+        frame: &[u8],
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let pi = self.pi;
+        if self.qp_type() != QpType::RawPacket
+            || usize::from(self.lim.eth_min_inline) != crate::prm::ETH_L2_INLINE_HEADER_SIZE
+            || self.lim.max_sge == 0
+            || frame.len() <= crate::prm::ETH_L2_INLINE_HEADER_SIZE
+            || u32::try_from(frame.len()).is_err()
+            || pi == self.fast_end
+        {
+            return self.post_raw_cold(wr_id, lkey, addr, frame, flags);
+        }
+        let f = flags.0;
+        let index = crate::index::wq_counter16(pi);
+        // Control, Ethernet (2 DS with the inline header) and pointer
+        // segments: DS 4 in place of the send shape's 2.
+        let w0 = fast::with_ds(self.lim.ctrl0_send, 4) | fast::index_word(index);
+        let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
+        let wqe = fast::raw_wqebb(w0, ctrl1, lkey, addr, frame);
+        let slot = (pi & self.ring.mask()) as usize;
+        self.ring.write(pi, &wqe.0);
+        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
+        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
+        let pi = pi.wrapping_add(1);
+        self.pi = pi;
+        if f & batch::F_SIGNALED != 0 {
+            self.sig_pi = pi;
+        }
+        self.db.ring::<P>(doorbell::Publish {
+            pi,
+            last_wqe: core::slice::from_ref(&wqe),
+            last_ds: 4,
+            nreq: 1,
+            inline: false,
+        });
+        Ok(())
+    }
+
+    /// [`SendQueue::post_raw_frame`] through a batch, out of line.
+    #[cold]
+    #[inline(never)]
+    fn post_raw_cold(
+        &mut self,
+        wr_id: u64,
+        lkey: u32,
+        addr: u64,
+        frame: &[u8],
+        flags: SendFlags,
+    ) -> Result<(), PostError> {
+        let f = flags.0;
+        let mut b = self.start();
+        b.send(wr_id)
+            .map(|w| {
+                let w = w.signaled_if(f & batch::F_SIGNALED != 0);
+                let w = if f & batch::F_FENCE != 0 {
+                    w.fence()
+                } else {
+                    w
+                };
+                if f & batch::F_SOLICITED != 0 {
+                    w.solicited()
+                } else {
+                    w
+                }
+            })
+            .and_then(|w| w.frame(lkey, addr, frame))?;
+        b.complete();
+        self.refresh_credits();
+        Ok(())
+    }
+
     /// Whether [`SendQueue::post_send_inline`]'s fast path takes `len`
     /// bytes: RC/UC, one WQEBB's worth, within `max_inline_data`.
     #[inline(always)]

@@ -223,6 +223,33 @@ pub(super) fn index_word(index: u16) -> u64 {
     (u64::from(index) << (32 + WQE_INDEX_SHIFT)).to_be()
 }
 
+/// A raw Ethernet send of `frame` (more than the 18-byte L2 header, whose
+/// bytes it inlines in the Ethernet segment) with the rest by pointer
+/// (`addr + 18`, `lkey`): one WQEBB of words, `w0` with DS 4 and the WQE
+/// index in it. No checksum flags (the one-call flags have none).
+#[inline(always)]
+pub(super) fn raw_wqebb(w0: u64, ctrl1: u64, lkey: u32, addr: u64, frame: &[u8]) -> Wqebb {
+    const HDR: usize = ETH_L2_INLINE_HEADER_SIZE;
+    let mut eth = EthSeg::new_zeroed();
+    eth.inline_hdr_sz = Be16::new(HDR as u16);
+    let mut hdr_rest = [0u8; HDR - 2];
+    if let (Some(start), Some(tail)) = (frame.get(..2), frame.get(2..HDR)) {
+        eth.inline_hdr_start.copy_from_slice(start);
+        hdr_rest.copy_from_slice(tail);
+    }
+    let body = EthSge {
+        eth,
+        hdr_rest,
+        data: DataSeg {
+            byte_count: Be32::new((frame.len() as u32).wrapping_sub(HDR as u32)),
+            lkey: Be32::new(lkey),
+            addr: Be64::new(addr.wrapping_add(HDR as u64)),
+        },
+    };
+    let b: [u64; 6] = zerocopy::transmute!(body);
+    zerocopy::transmute!([w0, ctrl1, b[0], b[1], b[2], b[3], b[4], b[5]])
+}
+
 /// A [`ctrl0_const`] with its DS count (byte 7 in memory: the last byte of
 /// `qpn_ds`) replaced by `ds`.
 #[inline(always)]

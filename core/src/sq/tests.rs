@@ -1313,8 +1313,8 @@ fn typed_queues_check_their_qp_type() {
 }
 
 /// The one-call posts (`SendQueue::post_rdma_write` / `post_rdma_read` /
-/// `post_send` / `post_send_inline` / `post_ud_send`, writing straight
-/// into the ring, and
+/// `post_send` / `post_send_inline` / `post_ud_send` / `post_raw_frame`,
+/// writing straight into the ring, and
 /// `Batch::rdma_write_sge`
 /// / `rdma_read_sge` / `send_sge`) give the bytes, shadow, doorbell,
 /// BlueFlame toggle and errors of the builder with `sge_list` (the generic
@@ -1349,7 +1349,7 @@ fn one_call_posts_match_the_builder() {
         i: u64,
         abort: bool,
     ) -> Result<(), PostError> {
-        let op = i % 5;
+        let op = i % 6;
         let len = [64u32, 0, 200, 8][(i % 4) as usize];
         let sge = Sge::new(0x4321, 0x2_0000_0000 + i, len);
         let (flags, sig, fence, sol) = flags_of(i);
@@ -1368,13 +1368,19 @@ fn one_call_posts_match_the_builder() {
             ..Av::default()
         };
         let (remote_qpn, qkey) = (0x456 + i as u32, 0x1111_2222);
+        // Raw frames: shorter than, as long as and longer than the inline
+        // L2 header.
+        let frame_len = [64usize, 18, 19, 60, 14, 1500][(i / 6 % 6) as usize];
+        let frame: Vec<u8> = (0..frame_len).map(|k| (k as u8) ^ (i as u8)).collect();
+        let frame_addr = 0x3_0000_0000 + 64 * i;
         match mode {
             Mode::Post if !abort => match op {
                 0 => sq.post_rdma_write(i, rkey, raddr, sge, flags),
                 1 => sq.post_rdma_read(i, rkey, raddr, sge, flags),
                 2 => sq.post_send(i, sge, flags),
                 3 => sq.post_send_inline(i, &data, flags),
-                _ => sq.post_ud_send(i, &av, remote_qpn, qkey, sge, flags),
+                4 => sq.post_ud_send(i, &av, remote_qpn, qkey, sge, flags),
+                _ => sq.post_raw_frame(i, 0x4321, frame_addr, &frame, flags),
             },
             Mode::BatchOne | Mode::Post if op < 3 => {
                 let mut b = sq.start();
@@ -1406,6 +1412,7 @@ fn one_call_posts_match_the_builder() {
                         4 => w
                             .ud_addr(&av, remote_qpn, qkey)
                             .and_then(|w| w.sge_list(&[sge])),
+                        5 => w.frame(0x4321, frame_addr, &frame),
                         _ => w.sge_list(&[sge]),
                     }
                 });
