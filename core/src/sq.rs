@@ -35,6 +35,19 @@
 //! setter ([`Wr::sge`], [`Wr::sge_list`], [`Wr::inline_data`],
 //! [`Wr::inline_data_list`], or [`Wr::post`] for none) ends the work request.
 //!
+//! # One work request, one call
+//!
+//! The commonest single work requests have a call of their own that checks
+//! everything first and then writes the WQE, built in registers, straight
+//! into the ring (no staging copy: nothing can fail after the first byte),
+//! with the doorbell: [`SendQueue::post_rdma_write`],
+//! [`SendQueue::post_rdma_read`] and [`SendQueue::post_send`] (one SGE),
+//! [`SendQueue::post_send_inline`] (RC/UC, up to 44 bytes inline),
+//! [`SendQueue::post_ud_send`] (UD, one SGE) and
+//! [`SendQueue::post_raw_frame`] (raw Ethernet, 18-byte inline header).
+//! Same bytes, shadow, doorbell and errors as a batch of that one work
+//! request; any case they do not cover goes through such a batch.
+//!
 //! # Lists: one call, no staging
 //!
 //! [`SendQueue::post_rdma_write_list`], [`SendQueue::post_rdma_read_list`]
