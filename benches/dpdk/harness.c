@@ -197,8 +197,29 @@ static void fabricate(int fast_free, unsigned nb_txd)
 	snprintf(mp->name, sizeof(mp->name), "harness_pool");
 	mp->size = NB_MBUF;
 	mp->cache_size = POOL_CACHE;
-	mp->elt_size = sizeof(struct rte_mbuf) + MBUF_DATAROOM;
-	mp->header_size = sizeof(struct rte_mempool_objhdr);
+	/* The object layout of rte_pktmbuf_pool_create -> rte_mempool_create_empty
+	 * (flags 0) -> rte_mempool_calc_obj_size: the object header is rounded
+	 * up to a cache line (no NO_CACHE_ALIGN), the element (mbuf + data
+	 * room) to 8 bytes, the trailer pads the object to a cache line and
+	 * then spreads it over memory channels (arch_mem_object_align, with
+	 * EAL's default 4 channels, 1 rank: the size in cache lines is made
+	 * coprime with 4). With 64 + 2304 = 2368 B = 37 lines the trailer is 0.
+	 * Objects are laid out back to back from a cache-aligned chunk
+	 * (rte_mempool_op_populate_helper, off = 0), so every mbuf header is
+	 * at a cache-line boundary and its buffer starts right after it
+	 * (rte_pktmbuf_init: buf_addr = m + sizeof(mbuf) + priv_size), the
+	 * packet data RTE_PKTMBUF_HEADROOM further on. */
+	mp->elt_size = RTE_ALIGN_CEIL(sizeof(struct rte_mbuf) + MBUF_DATAROOM, sizeof(uint64_t));
+	mp->header_size = RTE_ALIGN_CEIL(sizeof(struct rte_mempool_objhdr), RTE_MEMPOOL_ALIGN);
+	{
+		unsigned tot = mp->header_size + mp->elt_size, lines;
+
+		tot = RTE_ALIGN_CEIL(tot, RTE_MEMPOOL_ALIGN);
+		lines = tot / RTE_MEMPOOL_ALIGN;
+		while (lines % 2 == 0)		/* gcd(lines, 4 channels x 1 rank) != 1 */
+			lines++;
+		mp->trailer_size = lines * RTE_MEMPOOL_ALIGN - mp->header_size - mp->elt_size;
+	}
 	mp->private_data_size = sizeof(struct rte_pktmbuf_pool_private);
 	mp->ops_index = 0;
 	mp->populated_size = NB_MBUF;
@@ -210,11 +231,19 @@ static void fabricate(int fast_free, unsigned nb_txd)
 	}
 	mp->local_cache = caches;
 	((struct rte_pktmbuf_pool_private *)(mp + 1))->mbuf_data_room_size = MBUF_DATAROOM;
-	mbuf_mem_sz = (size_t)NB_MBUF * (mp->header_size + mp->elt_size);
+	mbuf_mem_sz = (size_t)NB_MBUF * (mp->header_size + mp->elt_size + mp->trailer_size);
 	mem = mbuf_mem = zalloc(RTE_CACHE_LINE_SIZE, mbuf_mem_sz);
 	for (i = 0; i < NB_MBUF; i++) {		/* as rte_pktmbuf_init */
-		struct rte_mbuf *m = (struct rte_mbuf *)(mem +
-			(size_t)i * (mp->header_size + mp->elt_size) + mp->header_size);
+		uint8_t *obj = mem + (size_t)i * (mp->header_size + mp->elt_size + mp->trailer_size);
+		struct rte_mempool_objhdr *hdr = (struct rte_mempool_objhdr *)
+			(obj + mp->header_size - sizeof(*hdr));	/* rte_mempool_get_header(m) */
+		struct rte_mbuf *m = (struct rte_mbuf *)(obj + mp->header_size);
+
+		hdr->mp = mp;				/* mempool_add_elem */
+		hdr->iova = (rte_iova_t)(uintptr_t)m;
+		CHECK(((uintptr_t)m & (RTE_CACHE_LINE_SIZE - 1)) == 0, "mbuf %u not cache-line aligned", i);
+		CHECK((((uintptr_t)(m + 1) + RTE_PKTMBUF_HEADROOM) & (RTE_CACHE_LINE_SIZE - 1)) == 0,
+		      "mbuf %u data not cache-line aligned", i);
 
 		m->priv_size = 0;
 		m->buf_addr = (char *)(m + 1);

@@ -21,7 +21,9 @@
  *     (here ordinary memory), buf_size = bf_reg_size / 2 = 256, uuarn = 1,
  *     need_lock = 0;
  *   - ctx->prefer_bf = 1 (rdma-core's default, MLX5_POST_SEND_PREFER_BF
- *     unset) for post_write_sge_bf and post_send_inline32_bf, 0
+ *     unset) for post_write_sge_bf, post_send_inline32_bf,
+ *     post_send_ud_bf and post_send_raw_eth64_bf (BlueFlame: 128 bytes
+ *     for the 5-DS UD WQE, 64 for the 4-DS raw one), 0
  *     (MLX5_POST_SEND_PREFER_BF=0) for every other scenario, so
  *     single-WR posts ring the 8-byte doorbell (except inline WQEs, which
  *     libmlx5 sends with BlueFlame unless ctx->shut_up_bf, set for
@@ -52,6 +54,7 @@
  *            post_srq_recv1 post_srq_recv32
  *            post_send_inline32 post_send_inline32_bf post_send_inline32_db
  *            post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0
+ *            post_send_ud_bf post_send_raw_eth64_bf
  *            and "addr" (prints the function pointers mlx5_cq_fill_pfns
  *            installed, for run.sh to name with nm).
  */
@@ -1014,6 +1017,9 @@ static void check_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
 	      qp->sq.wr_data[idx]);
 }
 
+static unsigned bf_bytes(void);
+static int slot_holds_wqe(const uint8_t *slot, unsigned idx, unsigned n);
+
 /* One post of n WRs (wrs[0..n-1]) with full checks of what libmlx5 wrote:
  * WQEs, SQ bookkeeping, doorbell record, and what reached the UAR/BF
  * register (8-byte doorbell, or the 64-byte BlueFlame copy). */
@@ -1050,10 +1056,13 @@ static void checked_post(int n, int expect_bf, int count_units)
 	      bf.offset, off0 ^ bf.buf_size);
 	last = sq_buf + ((ctr0 + (n - 1) * wqe_bbs) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
 	if (expect_bf) {
-		CHECK(memcmp(slot, last, 64) == 0,
-		      "BlueFlame register does not hold the 64-byte WQE copy");
-		for (i = 64; i < (int)bf.buf_size; i++)
-			CHECK(slot[i] == 0xa5, "BlueFlame wrote past 64 bytes");
+		unsigned nb = bf_bytes();
+
+		(void)last;
+		CHECK(slot_holds_wqe(slot, (ctr0 + (n - 1) * wqe_bbs) & (SQ_WQEBB - 1), nb),
+		      "BlueFlame register does not hold the %u-byte WQE copy", nb);
+		for (i = nb; i < (int)bf.buf_size; i++)
+			CHECK(slot[i] == 0xa5, "BlueFlame wrote past %u bytes", nb);
 	} else {
 		CHECK(memcmp(slot, last, 8) == 0,
 		      "doorbell register does not hold ctrl segment bytes 0-7");
@@ -1077,9 +1086,17 @@ static void check_register(int expect_bf)
 		((qp->sq.cur_post - wqe_bbs) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB;
 	unsigned h, i;
 
-	CHECK(memcmp(last_slot, last, expect_bf ? 64 : 8) == 0,
-	      "register does not hold the last WQE (%s path)",
-	      expect_bf ? "BlueFlame" : "doorbell");
+	unsigned nb = expect_bf ? bf_bytes() : 8;
+
+	(void)last;
+	CHECK(slot_holds_wqe(last_slot, (qp->sq.cur_post - wqe_bbs) & (SQ_WQEBB - 1), nb),
+	      "register does not hold the last WQE (%s path, %u bytes)",
+	      expect_bf ? "BlueFlame" : "doorbell", nb);
+	if (expect_bf)	/* nothing past the copy in either half */
+		for (h = 0; h < 2; h++)
+			for (i = nb; i < bf.buf_size; i++)
+				CHECK(((uint8_t *)bf.reg)[h * bf.buf_size + i] == 0xa5,
+				      "BlueFlame path wrote past %u bytes", nb);
 	if (!expect_bf)
 		for (h = 0; h < 2; h++)
 			for (i = 8; i < bf.buf_size; i++)
@@ -1179,7 +1196,7 @@ enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
 	    S_START_POLL, S_START_POLL_LOCK, S_RECV1, S_RECV32,
 	    S_POLL_RECV, S_START_POLL_RECV, S_SRQ_RECV1, S_SRQ_RECV32,
 	    S_SEND_INL, S_SEND_INL_BF, S_SEND_INL_DB, S_SEND_UD, S_SEND_RAW,
-	    S_SEND_RAW_MIN0 };
+	    S_SEND_RAW_MIN0, S_SEND_UD_BF, S_SEND_RAW_BF };
 
 static const struct {
 	const char *name;
@@ -1205,6 +1222,8 @@ static const struct {
 	{ "post_send_ud", S_SEND_UD, "WQE (1 post_send call)" },
 	{ "post_send_raw_eth64", S_SEND_RAW, "WQE (1 post_send call)" },
 	{ "post_send_raw_eth64_min0", S_SEND_RAW_MIN0, "WQE (1 post_send call)" },
+	{ "post_send_ud_bf", S_SEND_UD_BF, "WQE (1 post_send call)" },
+	{ "post_send_raw_eth64_bf", S_SEND_RAW_BF, "WQE (1 post_send call)" },
 };
 
 /* The register write libmlx5 must make for a single-WR post of scenario s:
@@ -1214,7 +1233,33 @@ static const struct {
  * (size 4) takes BlueFlame whatever prefer_bf is, unless MLX5_SHUT_UP_BF. */
 static int send_expect_bf(enum scen s)
 {
-	return s == S_POST_SGE_BF || s == S_SEND_INL || s == S_SEND_INL_BF;
+	return s == S_POST_SGE_BF || s == S_SEND_INL || s == S_SEND_INL_BF ||
+	       s == S_SEND_UD_BF || s == S_SEND_RAW_BF;
+}
+
+/* Bytes mlx5_bf_copy writes for one WQE of the current shape:
+ * align(size * 16, 64) with size the WQE's DS count (RDMA WRITE 3,
+ * inline 4, UD 5 -> 128 B, raw 4 / raw_min0 3 -> 64 B). */
+static unsigned bf_bytes(void)
+{
+	unsigned ds = send_kind == SK_UD ? 5 :
+		      send_kind == SK_INLINE32 ? 4 :
+		      send_kind == SK_RAW ? (eth_inl ? 4 : 3) : 3;
+
+	return (ds * 16 + 63) & ~63u;
+}
+
+/* Does the register slot hold the n bytes of the WQE at WQEBB index idx,
+ * taken as mlx5_bf_copy takes them (wrapping at the end of the SQ ring)? */
+static int slot_holds_wqe(const uint8_t *slot, unsigned idx, unsigned n)
+{
+	unsigned o;
+
+	for (o = 0; o < n; o += MLX5_SEND_WQE_BB)
+		if (memcmp(slot + o, sq_buf + ((idx + o / MLX5_SEND_WQE_BB) & (SQ_WQEBB - 1)) *
+			   MLX5_SEND_WQE_BB, n - o < MLX5_SEND_WQE_BB ? n - o : MLX5_SEND_WQE_BB))
+			return 0;
+	return 1;
 }
 
 /* Runs `units` units of scenario s; returns the sum of the corrected
@@ -1261,7 +1306,9 @@ static uint64_t run_units(enum scen s, long units, struct ibv_cq_ex *cqx)
 	case S_SEND_INL_DB:
 	case S_SEND_UD:
 	case S_SEND_RAW:
-	case S_SEND_RAW_MIN0: {
+	case S_SEND_RAW_MIN0:
+	case S_SEND_UD_BF:
+	case S_SEND_RAW_BF: {
 		/* windows of 32 single-WR posts of wrs[0]; after each window
 		 * (untimed) all 32 WQEs are checked field by field, then the
 		 * SQ is retired */
@@ -1527,6 +1574,8 @@ static void preflight(enum scen s)
 	case S_SEND_UD:
 	case S_SEND_RAW:
 	case S_SEND_RAW_MIN0:
+	case S_SEND_UD_BF:
+	case S_SEND_RAW_BF:
 		/* 300 single-WR posts wrap the 256-WQEBB ring (UD: twice) */
 		for (i = 0; i < 300; i++) {
 			checked_post(1, send_expect_bf(s), 1);
@@ -1678,7 +1727,8 @@ int main(int argc, char **argv)
 		sched_setaffinity(0, sizeof(set), &set);
 	}
 
-	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF || s == S_SEND_INL_BF);
+	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF || s == S_SEND_INL_BF ||
+		  s == S_SEND_UD_BF || s == S_SEND_RAW_BF);
 	init_wrs();
 	switch (s) {
 	case S_SEND_INL:
@@ -1695,9 +1745,11 @@ int main(int argc, char **argv)
 		fabricate_send(SK_INLINE32, 0);
 		break;
 	case S_SEND_UD:
+	case S_SEND_UD_BF:
 		fabricate_send(SK_UD, 0);
 		break;
 	case S_SEND_RAW:
+	case S_SEND_RAW_BF:
 		fabricate_send(SK_RAW, MLX5_ETH_L2_INLINE_HEADER_SIZE);
 		break;
 	case S_SEND_RAW_MIN0:

@@ -18,7 +18,7 @@ BUILD=${BUILD_DIR:-$here/build}
 UNITS=${UNITS:-20000}
 ROUNDS=${ROUNDS:-15}
 REPEAT=${REPEAT:-5}
-SCENARIOS=${SCENARIOS:-"post_write_sge post_write_sge_bf post_write_list32 poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock post_recv1 post_recv32 poll_cq32_recv start_poll32_recv post_srq_recv1 post_srq_recv32 post_send_inline32 post_send_inline32_bf post_send_inline32_db post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0"}
+SCENARIOS=${SCENARIOS:-"post_write_sge post_write_sge_bf post_write_list32 poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock post_recv1 post_recv32 poll_cq32_recv start_poll32_recv post_srq_recv1 post_srq_recv32 post_send_inline32 post_send_inline32_bf post_send_inline32_db post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0 post_send_ud_bf post_send_raw_eth64_bf"}
 LIBDIR=/usr/lib/x86_64-linux-gnu
 
 grep -q 'set(PACKAGE_VERSION "44.0")' "$RDMA_CORE_SRC/CMakeLists.txt" ||
