@@ -526,6 +526,17 @@ impl Limits {
     }
 }
 
+/// The data of a one-call send that takes the batch path
+/// ([`SendQueue::post_send_cold`]).
+enum SendData<'x> {
+    /// [`SendQueue::post_send_inline`]'s bytes.
+    Inline(&'x [u8]),
+    /// [`SendQueue::post_ud_send`]'s address, remote QPN, Q_Key and SGE.
+    Ud(&'x Av, u32, u32, Sge),
+    /// [`SendQueue::post_raw_frame`]'s lkey, address and frame.
+    Frame(u32, u64, &'x [u8]),
+}
+
 /// The `send_flags` of a work request posted in one call
 /// ([`SendQueue::post_rdma_write`], [`Batch::rdma_write_sge`], …):
 /// `IBV_SEND_SIGNALED`, `IBV_SEND_SOLICITED`, `IBV_SEND_FENCE`, combined
@@ -898,7 +909,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         let pi = self.pi;
         let len = data.len();
         if !self.inline_fast_ok(len) || pi == self.fast_end {
-            return self.post_inline_cold(wr_id, data, flags);
+            return self.post_send_cold(wr_id, flags, SendData::Inline(data));
         }
         let f = flags.0;
         let index = crate::index::wq_counter16(pi);
@@ -907,22 +918,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         let w0 = fast::with_ds(self.lim.ctrl0_send, ds as u8) | fast::index_word(index);
         let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
         let wqe = fast::inline_wqebb(w0, ctrl1, data);
-        let slot = (pi & self.ring.mask()) as usize;
-        self.ring.write(pi, &wqe.0);
-        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
-        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
-        let pi = pi.wrapping_add(1);
-        self.pi = pi;
-        if f & batch::F_SIGNALED != 0 {
-            self.sig_pi = pi;
-        }
-        self.db.ring::<P>(doorbell::Publish {
-            pi,
-            last_wqe: core::slice::from_ref(&wqe),
-            last_ds: ds as u8,
-            nreq: 1,
-            inline: true,
-        });
+        self.commit_one(&wqe, wr_id, index, f, ds as u8, true);
         Ok(())
     }
 
@@ -950,7 +946,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             || self.lim.max_sge == 0
             || self.fast_end.wrapping_sub(pi) < 2
         {
-            return self.post_ud_cold(wr_id, av, remote_qpn, qkey, sge, flags);
+            return self.post_send_cold(wr_id, flags, SendData::Ud(av, remote_qpn, qkey, sge));
         }
         let f = flags.0;
         let index = crate::index::wq_counter16(pi);
@@ -983,41 +979,6 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         Ok(())
     }
 
-    /// [`SendQueue::post_ud_send`] through a batch, out of line.
-    #[cold]
-    #[inline(never)]
-    fn post_ud_cold(
-        &mut self,
-        wr_id: u64,
-        av: &Av,
-        remote_qpn: u32,
-        qkey: u32,
-        sge: Sge,
-        flags: SendFlags,
-    ) -> Result<(), PostError> {
-        let f = flags.0;
-        let mut b = self.start();
-        b.send(wr_id)
-            .map(|w| {
-                let w = w.signaled_if(f & batch::F_SIGNALED != 0);
-                let w = if f & batch::F_FENCE != 0 {
-                    w.fence()
-                } else {
-                    w
-                };
-                if f & batch::F_SOLICITED != 0 {
-                    w.solicited()
-                } else {
-                    w
-                }
-            })
-            .and_then(|w| w.ud_addr(av, remote_qpn, qkey))
-            .and_then(|w| w.sge(sge.lkey, sge.addr, sge.length))?;
-        b.complete();
-        self.refresh_credits();
-        Ok(())
-    }
-
     /// Posts a raw Ethernet send of `frame` (its bytes at `addr` under
     /// `lkey`) in one call: the same WQE, shadow entry, doorbell and errors
     /// as `let mut b = sq.start();` then `b.send(wr_id)` with the flags and
@@ -1045,7 +1006,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             || u32::try_from(frame.len()).is_err()
             || pi == self.fast_end
         {
-            return self.post_raw_cold(wr_id, lkey, addr, frame, flags);
+            return self.post_send_cold(wr_id, flags, SendData::Frame(lkey, addr, frame));
         }
         let f = flags.0;
         let index = crate::index::wq_counter16(pi);
@@ -1054,55 +1015,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         let w0 = fast::with_ds(self.lim.ctrl0_send, 4) | fast::index_word(index);
         let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
         let wqe = fast::raw_wqebb(w0, ctrl1, lkey, addr, frame);
-        let slot = (pi & self.ring.mask()) as usize;
-        self.ring.write(pi, &wqe.0);
-        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
-        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
-        let pi = pi.wrapping_add(1);
-        self.pi = pi;
-        if f & batch::F_SIGNALED != 0 {
-            self.sig_pi = pi;
-        }
-        self.db.ring::<P>(doorbell::Publish {
-            pi,
-            last_wqe: core::slice::from_ref(&wqe),
-            last_ds: 4,
-            nreq: 1,
-            inline: false,
-        });
-        Ok(())
-    }
-
-    /// [`SendQueue::post_raw_frame`] through a batch, out of line.
-    #[cold]
-    #[inline(never)]
-    fn post_raw_cold(
-        &mut self,
-        wr_id: u64,
-        lkey: u32,
-        addr: u64,
-        frame: &[u8],
-        flags: SendFlags,
-    ) -> Result<(), PostError> {
-        let f = flags.0;
-        let mut b = self.start();
-        b.send(wr_id)
-            .map(|w| {
-                let w = w.signaled_if(f & batch::F_SIGNALED != 0);
-                let w = if f & batch::F_FENCE != 0 {
-                    w.fence()
-                } else {
-                    w
-                };
-                if f & batch::F_SOLICITED != 0 {
-                    w.solicited()
-                } else {
-                    w
-                }
-            })
-            .and_then(|w| w.frame(lkey, addr, frame))?;
-        b.complete();
-        self.refresh_credits();
+        self.commit_one(&wqe, wr_id, index, f, 4, false);
         Ok(())
     }
 
@@ -1116,36 +1029,58 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
             && len <= self.lim.max_inline as usize
     }
 
-    /// [`SendQueue::post_send_inline`] through a batch, out of line.
+    /// The one-call sends ([`SendQueue::post_send_inline`],
+    /// [`SendQueue::post_ud_send`], [`SendQueue::post_raw_frame`]) their
+    /// fast path does not take: through a batch of one, out of line, then
+    /// credits for the next one-call posts (the batch left none).
     #[cold]
     #[inline(never)]
-    fn post_inline_cold(
+    fn post_send_cold(
         &mut self,
         wr_id: u64,
-        data: &[u8],
         flags: SendFlags,
+        data: SendData<'_>,
     ) -> Result<(), PostError> {
-        let f = flags.0;
         let mut b = self.start();
-        b.send(wr_id)
-            .map(|w| {
-                let w = w.signaled_if(f & batch::F_SIGNALED != 0);
-                let w = if f & batch::F_FENCE != 0 {
-                    w.fence()
-                } else {
-                    w
-                };
-                if f & batch::F_SOLICITED != 0 {
-                    w.solicited()
-                } else {
-                    w
-                }
-            })
-            .and_then(|w| w.inline_data(data))?;
+        let w = b.send(wr_id)?.with_flags(flags);
+        match data {
+            SendData::Inline(bytes) => w.inline_data(bytes),
+            SendData::Ud(av, remote_qpn, qkey, sge) => w
+                .ud_addr(av, remote_qpn, qkey)
+                .and_then(|w| w.sge(sge.lkey, sge.addr, sge.length)),
+            SendData::Frame(lkey, addr, frame) => w.frame(lkey, addr, frame),
+        }?;
         b.complete();
-        // Credits for the next one-call posts (the batch left none).
         self.refresh_credits();
         Ok(())
+    }
+
+    /// Writes a one-WQEBB WQE `wqe` (index `index`, `ds` DS, work request
+    /// flags `f`) built by a one-call fast path at the producer counter,
+    /// its shadow entry, the counters, and rings the doorbell.
+    #[inline(always)]
+    fn commit_one(&mut self, wqe: &Wqebb, wr_id: u64, index: u16, f: u8, ds: u8, inline: bool) {
+        let pi = self.pi;
+        // The ring's mask is the shadow's too (one load, one AND for both).
+        let slot = (pi & self.ring.mask()) as usize;
+        self.ring.write(pi, &wqe.0);
+        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
+        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
+        // ---- the queue's own state (not device-visible) -----------------
+        let pi = pi.wrapping_add(1);
+        self.pi = pi;
+        // (With `sig_all` the count is never read: no test of it here.)
+        if f & batch::F_SIGNALED != 0 {
+            self.sig_pi = pi;
+        }
+        // ---- publish ------------------------------------------------------
+        self.db.ring::<P>(doorbell::Publish {
+            pi,
+            last_wqe: core::slice::from_ref(wqe),
+            last_ds: ds,
+            nreq: 1,
+            inline,
+        });
     }
 
     /// Whether the one-SGE fast path formats `op` with an SGE of `length`
@@ -1251,26 +1186,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         let (ctrl0, ds, remote) = self.lim.sge_shape(op);
         let ctrl1 = self.lim.ctrl1_sig | fast::ctrl1_of(f);
         let wqe = fast::sge_wqebb(ctrl0, index, ctrl1, remote, rkey, raddr, sge);
-        // The ring's mask is the shadow's too (one load, one AND for both).
-        let slot = (pi & self.ring.mask()) as usize;
-        self.ring.write(pi, &wqe.0);
-        let meta = self.lim.meta_one | SqShadowEntry::meta_of(index, 0, fast::shadow_flags(f, 0));
-        self.record_one(slot, SqShadowEntry::from_meta(wr_id, meta));
-        // ---- the queue's own state (not device-visible) -----------------
-        let pi = pi.wrapping_add(1);
-        self.pi = pi;
-        // (With `sig_all` the count is never read: no test of it here.)
-        if f & batch::F_SIGNALED != 0 {
-            self.sig_pi = pi;
-        }
-        // ---- publish ------------------------------------------------------
-        self.db.ring::<P>(doorbell::Publish {
-            pi,
-            last_wqe: core::slice::from_ref(&wqe),
-            last_ds: ds,
-            nreq: 1,
-            inline: false,
-        });
+        self.commit_one(&wqe, wr_id, index, f, ds, false);
         Ok(())
     }
 

@@ -1088,6 +1088,13 @@ impl<'x, P: DoorbellPolicy, Q: QpKind> Wr<'_, 'x, '_, '_, P, Q> {
         self
     }
 
+    /// Adds the one-call posts' flags ([`super::SendFlags`]: the same bits).
+    #[inline(always)]
+    pub(super) fn with_flags(mut self, flags: super::SendFlags) -> Self {
+        self.d.flags |= flags.0;
+        self
+    }
+
     /// Requests L3 and L4 checksum offload (`IBV_SEND_IP_CSUM`): raw
     /// Ethernet QPs with checksum offload only.
     #[inline]
