@@ -127,6 +127,10 @@ impl WcFlags {
     pub const IP_CSUM_OK: u32 = 1 << 2;
     /// `IBV_WC_WITH_INV`: an rkey was invalidated.
     pub const WITH_INV: u32 = 1 << 3;
+    /// `IBV_WC_TM_MATCH`: a tag was matched.
+    pub const TM_MATCH: u32 = 1 << 5;
+    /// `IBV_WC_TM_DATA_VALID`: the matched message's data is in place.
+    pub const TM_DATA_VALID: u32 = 1 << 6;
 
     /// Whether every bit of `mask` is set.
     pub const fn contains(self, mask: u32) -> bool {
@@ -367,8 +371,35 @@ impl Completion {
 
     /// `read_wc_flags` (libmlx5 `mlx5_cq_read_wc_flags`): checksum-OK when
     /// the receive queue validates checksums, immediate/invalidate by CQE
-    /// opcode, GRH from `flags_rqpn[29:28]`.
+    /// opcode, GRH from `flags_rqpn[29:28]`, and the tag-matching flags
+    /// from the CQE's `app` / `app_op` bytes whatever the opcode (as
+    /// libmlx5's cq_ex op reads them; [`Self::to_wc`], like `ibv_poll_cq`,
+    /// ignores them).
     pub fn wc_flags(&self) -> WcFlags {
+        WcFlags(self.poll_wc_flags().0 | self.tm_flags())
+    }
+
+    /// The tag-matching part of `read_wc_flags` (libmlx5 v44 `cq.c`,
+    /// `mlx5_cq_read_wc_flags`): with `app` = TAG_MATCHING (1), `app_op`
+    /// CONSUMED_MSG (0xA), CONSUMED_MSG_SW_RDNV (0xB) or
+    /// MSG_COMPLETION_CANCELED (0xC): a full completion, TM_MATCH and
+    /// TM_DATA_VALID; CONSUMED (1) or CONSUMED_SW_RDNV (9): TM_MATCH;
+    /// EXPECTED (2): TM_DATA_VALID; any other: none.
+    fn tm_flags(&self) -> u32 {
+        if self.cqe.app != CQE_APP_TAG_MATCHING {
+            return 0;
+        }
+        match self.cqe.app_op {
+            0xa..=0xc => WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID,
+            0x1 | 0x9 => WcFlags::TM_MATCH,
+            0x2 => WcFlags::TM_DATA_VALID,
+            _ => 0,
+        }
+    }
+
+    /// `wc_flags` as `ibv_poll_cq` fills it (libmlx5 `handle_responder`):
+    /// [`Self::wc_flags`] without the tag-matching flags.
+    fn poll_wc_flags(&self) -> WcFlags {
         let mut flags = 0;
         if self.rx_csum_valid && self.ip_csum_ok() {
             flags |= WcFlags::IP_CSUM_OK;
@@ -665,7 +696,7 @@ impl Completion {
         wc.opcode = Some(self.opcode());
         wc.byte_len = self.byte_len();
         wc.imm_data = self.imm_data();
-        wc.wc_flags = self.wc_flags();
+        wc.wc_flags = self.poll_wc_flags();
         wc.src_qp = self.src_qp();
         wc.pkey_index = self.pkey_index();
         wc.slid = self.slid();
@@ -757,6 +788,10 @@ pub(crate) fn write_resp_wc(wc: &mut Wc, wr_id: u64, rx_csum_valid: bool, cqe: &
 
 /// `sop_drop_qpn[23:0]`.
 const QPN_BITS: u32 = 0x00ff_ffff;
+
+/// The CQE `app` value of a tag-matching completion (libmlx5 v44 `cq.c`,
+/// `MLX5_CQE_APP_TAG_MATCHING`).
+const CQE_APP_TAG_MATCHING: u8 = 1;
 
 /// What `ibv_poll_cq` reports for a successful requester CQE of one send
 /// opcode.

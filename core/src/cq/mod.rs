@@ -560,7 +560,10 @@ impl Cq {
     }
 
     /// `ibv_cq_ex` `start_poll`: positions a batch on the first completion,
-    /// or returns `None` (nothing written) when the CQ is empty.
+    /// or returns `None` (nothing written) when the CQ is empty. On an
+    /// error the failing CQE stays consumed but, as in libmlx5, the
+    /// doorbell record is not written: the next poll or `end_poll`
+    /// publishes it.
     pub fn start_poll<'a, W: WorkQueues>(
         &'a mut self,
         wqs: &'a mut W,
@@ -572,11 +575,10 @@ impl Cq {
                 ended: false,
             })),
             Ok(false) => Ok(None),
-            Err(e) => {
-                // The failing CQE was consumed: publish it.
-                self.update_ci();
-                Err(e)
-            }
+            // The failing CQE was consumed, but as in libmlx5 the record
+            // is left to the next `end_poll` or poll (the caller makes no
+            // `end_poll` after a failed `start_poll`).
+            Err(e) => Err(e),
         }
     }
 
@@ -1150,7 +1152,11 @@ impl Cq {
                 };
                 self.cur.wr_id = r.wr_id;
                 self.cur.wr_opcode = None;
-                self.cur.rx_csum_valid = r.rx_csum_valid;
+                // An error CQE's checksum bits are reserved: libmlx5 sets
+                // its checksum flag only for a successful receive
+                // (`handle_responder_lazy`), so `read_wc_flags` never
+                // reports IP_CSUM_OK on RESP_ERR.
+                self.cur.rx_csum_valid = r.rx_csum_valid && !error;
                 self.cur.status = status;
                 self.cur.striding = self.cfg.striding_rq;
             }

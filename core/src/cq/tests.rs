@@ -550,6 +550,73 @@ fn unsupported_opcode_is_consumed_and_reported() {
     assert_eq!(got[0].wr_id(), 9);
 }
 
+/// A receive queue that validates checksums (libmlx5 `MLX5_RX_CSUM_VALID`).
+struct CsumRq;
+impl WorkQueues for CsumRq {
+    fn retire_send(&mut self, _: WqRef, _: u16, _: WcStatus) -> Result<SendRetired, LookupError> {
+        Err(LookupError::NotInFlight)
+    }
+    fn retire_recv(&mut self, _: WqRef, c: u16, _: WcStatus) -> Result<RecvRetired, LookupError> {
+        Ok(RecvRetired {
+            wr_id: u64::from(c),
+            rx_csum_valid: true,
+        })
+    }
+}
+
+/// libmlx5's `read_wc_flags` (found by the libmlx5 oracle,
+/// `specs/golden/libmlx5-oracle/cqe-random.txt`): no IP_CSUM_OK on a
+/// receive error even where the (reserved) checksum bits are set, and the
+/// tag-matching flags from `app` / `app_op` whatever the opcode, which
+/// `to_wc` (`ibv_poll_cq`) leaves out.
+#[test]
+fn read_wc_flags_as_libmlx5() {
+    let csum = |c: &mut Cqe64| {
+        c.hds_ip_ext = crate::prm::HdsIpExt::new()
+            .with_l3_ok(true)
+            .with_l4_ok(true);
+        c.l4_l3_hdr_type = crate::prm::L4L3HdrType::new().with_l3_hdr_type(2);
+    };
+    let m = Mem::new(4, CqeSize::B64, false);
+    let mut ok = cqe(CqeOpcode::RespSend, false, 1);
+    csum(&mut ok);
+    let mut bad = err_cqe(CqeOpcode::RespErr, 0x5, 0, 2);
+    csum(&mut bad);
+    m.put(0, &ok);
+    m.put(1, &bad);
+    let mut cq = m.cq(CqConfig::default());
+    let got = collect(&mut cq, &mut CsumRq, 4);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].wc_flags().0, WcFlags::IP_CSUM_OK);
+    assert_eq!(got[1].status(), WcStatus::WrFlushErr);
+    assert_eq!(got[1].wc_flags().0, 0, "no checksum flag on RESP_ERR");
+
+    let tm = [
+        (0x0a, WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID),
+        (0x0b, WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID),
+        (0x0c, WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID),
+        (0x01, WcFlags::TM_MATCH),
+        (0x09, WcFlags::TM_MATCH),
+        (0x02, WcFlags::TM_DATA_VALID),
+        (0x03, 0),
+        (0x0d, 0),
+    ];
+    for (app_op, flags) in tm {
+        for app in [1u8, 0, 2] {
+            let m = Mem::new(4, CqeSize::B64, false);
+            let mut c = cqe(CqeOpcode::Req, false, 3);
+            c.app = app;
+            c.app_op = app_op;
+            m.put(0, &c);
+            let mut cq = m.cq(CqConfig::default());
+            let got = collect(&mut cq, &mut RawCounters::default(), 4);
+            let want = if app == 1 { flags } else { 0 };
+            assert_eq!(got[0].wc_flags().0, want, "app {app} app_op {app_op:#x}");
+            assert_eq!(got[0].to_wc().wc_flags.0, 0, "ibv_poll_cq ignores app");
+        }
+    }
+}
+
 /// A work queue that refuses everything: lookup errors surface typed.
 #[derive(Debug)]
 struct Refuse;
@@ -577,11 +644,16 @@ fn lookup_errors_are_typed() {
             ..
         }
     ));
+    assert_eq!(cq.consumer_index(), 1, "the bad CQE is consumed");
     assert_eq!(
         m.dbrec()[..4],
-        [0, 0, 0, 1],
-        "the bad CQE is consumed and published"
+        [0xa5; 4],
+        "but, as in libmlx5, not published by a failed start_poll (the record keeps its fill)"
     );
+    // The next `ibv_poll_cq` publishes it (nothing else to report).
+    let mut wc = [Wc::default(); 1];
+    assert_eq!(cq.poll_wc(&mut Refuse, &mut wc), Ok(0));
+    assert_eq!(m.dbrec()[..4], [0, 0, 0, 1], "published by the next poll");
 }
 
 // ---------------------------------------------------------------------------
