@@ -96,7 +96,11 @@ pub enum DecodeWhat {
     /// A whole CQ ring snapshot, polled from --ci the way the data path
     /// polls it: one completion per line in poll order, mini-CQEs
     /// expanded, up to the first entry hardware still owns, then the
-    /// consumer index.
+    /// consumer index. A RESIZE_CQ CQE is consumed without a line (libmlx5's
+    /// `ibv_poll_cq` returns a completion of it with only `qp_num` and
+    /// `wc_flags` written); a CQE with a reserved opcode (7-11) stops the
+    /// poll with an error naming its slot, where libmlx5 returns such a
+    /// completion too (`decode cqe` prints those two fields for either).
     Cq {
         /// CQE size of the CQ.
         #[arg(long, value_enum)]
