@@ -7,7 +7,14 @@
 //! doorbell record (written or not, and its value), the exit status and
 //! the refused line.
 //!
-//! `MLX5DP_RQ_CASES=/path` replays that file (same format) instead.
+//! The default run also replays `specs/golden/libmlx5-oracle/rq-random.txt`
+//! (random cases written by the real `libmlx5.a`'s `mlx5_post_recv` through
+//! `tests/oracle/libmlx5/send_gen.c`; see `tests/oracle/libmlx5/SEND.md`).
+//! A mismatch stops the test at that case; the counts are printed (run with
+//! `--nocapture`).
+//!
+//! `MLX5DP_RQ_CASES=/path` replays that file (same format) instead of the
+//! sample.
 
 #![expect(
     clippy::unwrap_used,
@@ -23,6 +30,7 @@ use mlx5dp_setup::encode::cli::{run_recv, QpArg, QpStateArg, RecvArgs};
 use serde_json::Value;
 
 const GOLDEN: &str = include_str!("../../specs/golden/libmlx5/rq-cases.txt");
+const ORACLE_RANDOM: &str = include_str!("../../specs/golden/libmlx5-oracle/rq-random.txt");
 
 struct Case {
     name: String,
@@ -31,11 +39,7 @@ struct Case {
     wqes: BTreeMap<u64, (Vec<u8>, Vec<u8>)>,
 }
 
-fn cases() -> Vec<Case> {
-    let text = std::env::var("MLX5DP_RQ_CASES").map_or_else(
-        |_| GOLDEN.to_string(),
-        |p| std::fs::read_to_string(p).unwrap(),
-    );
+fn cases(text: &str) -> Vec<Case> {
     text.split("\ncase ")
         .skip(1)
         .map(|block| {
@@ -124,10 +128,12 @@ fn input(c: &Case) -> String {
     s
 }
 
-#[test]
-fn encode_recv_matches_libmlx5_golden_vectors() {
-    let all = cases();
-    assert!(!all.is_empty());
+/// Replays every case of `text` (panics at the first mismatch) and prints
+/// the counts.
+fn replay(label: &str, text: &str) {
+    let all = cases(text);
+    assert!(!all.is_empty(), "{label}: no cases");
+    let mut refused = 0;
     for c in &all {
         let a = args(c);
         let o = run_recv(&a, &mut input(c).as_bytes());
@@ -141,6 +147,7 @@ fn encode_recv_matches_libmlx5_golden_vectors() {
         match (&o.result, ret) {
             (Ok(()), 0) => {}
             (Err(e), r) if r != 0 => {
+                refused += 1;
                 let bad = num(&c.kv["out.bad_wr"]) + 1;
                 assert!(
                     e.to_string().starts_with(&format!("line {bad}: ")),
@@ -189,4 +196,24 @@ fn encode_recv_matches_libmlx5_golden_vectors() {
             assert!(dbrec.iter().all(Option::is_none), "{}: {dbrec:?}", c.name);
         }
     }
+    println!(
+        "encode recv golden ({label}): {} cases, all match ({} accepted, {refused} refused at libmlx5's bad_wr)",
+        all.len(),
+        all.len() - refused
+    );
+}
+
+/// The sample (or the file of `MLX5DP_RQ_CASES`).
+#[test]
+fn encode_recv_matches_libmlx5_golden_vectors() {
+    match std::env::var("MLX5DP_RQ_CASES") {
+        Ok(p) => replay(&p, &std::fs::read_to_string(&p).unwrap()),
+        Err(_) => replay("specs/golden/libmlx5/rq-cases.txt", GOLDEN),
+    }
+}
+
+/// The random cases `send_gen` produced with libmlx5.a.
+#[test]
+fn encode_recv_matches_libmlx5_oracle_random_cases() {
+    replay("specs/golden/libmlx5-oracle/rq-random.txt", ORACLE_RANDOM);
 }
