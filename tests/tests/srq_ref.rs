@@ -27,6 +27,13 @@
 //!
 //! `MLX5DP_SRQ_CASES=/path` replays that file instead of the checked-in
 //! `tests/refcheck/srq-repro-cases.txt`.
+//!
+//! A second test replays `specs/golden/libmlx5-oracle/srq-random.txt`:
+//! scenarios in the same format whose expectations come from libmlx5.a's
+//! own code rather than the model (`tests/oracle/libmlx5/srq_gen`, which
+//! runs `mlx5_alloc_srq_buf`, `mlx5_post_srq_recv` and the poll path's
+//! `mlx5_free_srq_wqe` on a fabricated SRQ; see
+//! `tests/oracle/libmlx5/ARM-SRQ.md`).
 #![allow(
     clippy::unwrap_used,
     reason = "test harness: a malformed scenario file should stop the test"
@@ -37,6 +44,7 @@ use mlx5dp::rq::{RqError, Sge, Srq, SrqParts, SrqSlot};
 use std::ptr::NonNull;
 
 const REPRO: &str = include_str!("../refcheck/srq-repro-cases.txt");
+const ORACLE: &str = include_str!("../../specs/golden/libmlx5-oracle/srq-random.txt");
 
 /// Environment variable naming a scenario file to replay instead.
 const CASES_ENV: &str = "MLX5DP_SRQ_CASES";
@@ -384,6 +392,14 @@ fn srq_matches_the_libmlx5_model() {
     );
     let t = run(&text);
     assert!(t.scenarios > 0, "no scenario");
+    assert!(t.diffs.is_empty(), "{} differences", t.diffs.len());
+}
+
+/// The scenarios libmlx5.a's own code computed (`srq_gen`), always replayed.
+#[test]
+fn srq_matches_libmlx5_object_code() {
+    let t = run(ORACLE);
+    assert!(t.scenarios >= 100, "only {} scenarios", t.scenarios);
     assert!(t.diffs.is_empty(), "{} differences", t.diffs.len());
 }
 
