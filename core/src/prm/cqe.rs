@@ -467,7 +467,9 @@ wire_struct! {
 wire_struct! {
     /// Mini-CQE, L34H_STRIDX format (PRM value 4: `res_format` 0 with the
     /// `ext` bit). Byte 0 carries CQE byte 29 (`l4_l3_hdr_type`), byte 1 is
-    /// reserved (DPDK `struct mlx5_mini_cqe8` @38f72e50: `hdr_type`, `reserved`).
+    /// reserved (DPDK `struct mlx5_mini_cqe8` @38f72e50: `hdr_type`, `reserved`;
+    /// since DPDK 5654f38eba, 2026-03-20: DPDK releases before it, 22.11
+    /// included, read byte 1, see `tests/oracle/dpdk/RX.md`).
     pub struct MiniCqeL34hStridx(8) {
         /// L3/L4 header types and VLAN-stripped bit, as CQE byte 29.
         pub hdr_type: L4L3HdrType,
