@@ -34,7 +34,7 @@
 //!
 //! Cases whose API we have not built (or that our types cannot express) are
 //! printed and counted as known gaps, never skipped silently: an opcode
-//! without a builder (`DRIVER1`), and a refusal by libmlx5's work-request
+//! without a builder (`BIND_MW`), and a refusal by libmlx5's work-request
 //! limit (`head - tail + nreq >= max_post`), which `SqConfig` does not have.
 //! A case whose `out.bad_wr` is -1 (`ibv_wr_complete` names no work request)
 //! only needs to fail.
@@ -430,6 +430,7 @@ fn run_case<P: DoorbellPolicy>(c: &Case, fills: (u8, u8, u8)) -> Outcome {
                 }
                 "LOCAL_INV" => batch.local_inv(wr_id, c.num(&k("invalidate_rkey")) as u32),
                 "TSO" => batch.tso(wr_id, &hdrs[i], c.num(&k("tso.mss")) as u16),
+                "DRIVER1" => batch.driver1(wr_id),
                 "INVALID" => {
                     // Not expressible: the builder calls are the only opcodes.
                     let ret = c.num("out.ret");

@@ -90,6 +90,7 @@ pub(super) enum Op {
     LocalInv,
     Nop,
     Tso,
+    Driver1,
 }
 
 impl Op {
@@ -113,6 +114,8 @@ impl Op {
             Op::LocalInv => (SendOpcode::Umr, 0),
             Op::Nop => (SendOpcode::Nop, 0),
             Op::Tso => (SendOpcode::Tso, 0),
+            // libmlx5 `mlx5_ib_opcode[IBV_WR_DRIVER1]`.
+            Op::Driver1 => (SendOpcode::Umr, 0),
         }
     }
 
@@ -142,7 +145,8 @@ impl Op {
     pub(super) fn allowed(self, qp: QpType, lim: &Limits) -> bool {
         use QpType::*;
         match self {
-            Op::Send | Op::Nop => true,
+            // `ibv_post_send` checks no QP type for IBV_WR_DRIVER1.
+            Op::Send | Op::Nop | Op::Driver1 => true,
             Op::SendImm => qp != RawPacket,
             Op::SendInv | Op::Write | Op::WriteImm | Op::LocalInv => matches!(qp, Rc | Uc | Xrc),
             Op::Read => matches!(qp, Rc | Xrc),
@@ -334,6 +338,17 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
     #[inline]
     pub fn send<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
         self.begin(wr_id, Op::Send)
+    }
+
+    /// `IBV_WR_DRIVER1` as libmlx5 v44's `ibv_post_send` posts it: the
+    /// control segment carries the UMR opcode (`mlx5_ib_opcode`), followed
+    /// by exactly the segments a [`Self::send`] of the same data would have
+    /// (datagram, Ethernet segment and inline header, data); no UMR
+    /// segments and no immediate. For replaying libmlx5 traces and vectors
+    /// byte for byte: the device sees a UMR WQE without its UMR segments.
+    #[inline]
+    pub fn driver1<'x>(&mut self, wr_id: u64) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
+        self.begin(wr_id, Op::Driver1)
     }
 
     /// A send with immediate data (`ibv_wr_send_imm`). `imm` is the value
@@ -697,7 +712,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
             return Err(PostError::MissingUdAddress);
         }
         let tso = op == Op::Tso;
-        let eth = tso || (qp == QpType::RawPacket && op == Op::Send);
+        let eth = tso || (qp == QpType::RawPacket && matches!(op, Op::Send | Op::Driver1));
         // VLAN insertion (`Wr::vlan`): by the device when the WQE inlines
         // no header (the VLAN-insert request shares bytes 12..16 of the
         // Ethernet segment with the header's size, PRM-FACTS §5.7); else in

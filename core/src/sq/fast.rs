@@ -60,7 +60,7 @@ const INLINE_COUNT_SHIFT: u32 = InlineByteCount::new()
 const INLINE_BIT: u32 = InlineByteCount::new().with_inline(true).into_bits().get();
 
 /// Every operation, in declaration order (the index of [`OP_BITS`]).
-const OPS: [Op; 15] = [
+const OPS: [Op; 16] = [
     Op::Send,
     Op::SendImm,
     Op::SendInv,
@@ -76,12 +76,13 @@ const OPS: [Op; 15] = [
     Op::LocalInv,
     Op::Nop,
     Op::Tso,
+    Op::Driver1,
 ];
 
 /// `opmod_idx_opcode` of each operation with WQE index 0, host order,
 /// computed at compile time with the `prm` accessors.
-const OP_BITS: [u32; 15] = {
-    let mut bits = [0u32; 15];
+const OP_BITS: [u32; 16] = {
+    let mut bits = [0u32; 16];
     let mut i = 0;
     while i < OPS.len() {
         let (opcode, opmod) = OPS[i].opcode();

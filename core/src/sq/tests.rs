@@ -538,6 +538,59 @@ fn raw_ethernet_header_and_sge_advance() {
     assert_eq!(be32(&r, 52), 3);
 }
 
+/// `IBV_WR_DRIVER1` (`Batch::driver1`): the WQE libmlx5 v44's
+/// `ibv_post_send` writes, a send's segments under the UMR opcode, on every
+/// QP type, with SGEs (frames on raw QPs) and inline data; nothing else
+/// differs from a send, and the next WQE is not fenced.
+#[test]
+fn driver1_is_a_send_under_the_umr_opcode() {
+    use QpType::*;
+    let av = Av::default();
+    for qp in [Rc, Uc, Ud, Xrc, RawPacket] {
+        for inline in [false, true] {
+            let rings: Vec<Vec<u8>> = [false, true]
+                .iter()
+                .map(|&driver1| {
+                    let mem = Mem::new(64);
+                    let mut lent = Lent::new(64);
+                    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(qp));
+                    let mut b = sq.start();
+                    for id in 1..3 {
+                        let mut wr = if driver1 && id == 1 {
+                            b.driver1(id)
+                        } else {
+                            b.send(id)
+                        }
+                        .unwrap()
+                        .signaled();
+                        if qp == Ud {
+                            wr = wr.ud_addr(&av, 0xabc, 0x1111).unwrap();
+                        }
+                        if qp == Xrc {
+                            wr = wr.xrc_srqn(0x77).unwrap();
+                        }
+                        if inline {
+                            wr.inline_data(&FRAME[..40]).unwrap();
+                        } else {
+                            wr.frame(5, 0x1000, &FRAME).unwrap();
+                        }
+                    }
+                    b.complete();
+                    mem.ring()
+                })
+                .collect();
+            let (send, d1) = (&rings[0], &rings[1]);
+            assert_eq!(opcode_of(send, 0), SendOpcode::Send.raw(), "{qp:?}");
+            assert_eq!(opcode_of(d1, 0), SendOpcode::Umr.raw(), "{qp:?}");
+            for (i, (a, b)) in send.iter().zip(d1).enumerate() {
+                if i != 3 {
+                    assert_eq!(a, b, "{qp:?} inline {inline}: byte {i}");
+                }
+            }
+        }
+    }
+}
+
 /// VLAN insertion (`Wr::vlan`): the Ethernet segment's VLAN-insert
 /// request when the WQE inlines no header, else the tag written into the
 /// inline header (raw send: 14 bytes of the frame plus the tag; TSO: the

@@ -27,9 +27,11 @@ INPUT
   are ignored, as ibv_post_send ignores them.
 
   op=        send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa
-             local_inv nop tso raw_send, empw mpw (see below) (the ibv_wr_opcode names, e.g. send_with_imm, work too;
-             on --qp raw, send is a raw Ethernet send like raw_send); or the ibv_wr_opcode number (0-7, 9,
-             10); a number past IBV_WR_DRIVER1 (12 on) is refused with EINVAL when its turn comes, after the
+             local_inv nop tso driver1 raw_send, empw mpw (see below) (the ibv_wr_opcode names, e.g.
+             send_with_imm, work too; on --qp raw, send is a raw Ethernet send like raw_send; driver1 is
+             IBV_WR_DRIVER1 as libmlx5 v44's ibv_post_send posts it: a send's segments under the UMR
+             opcode); or the ibv_wr_opcode number (0-7, 9-11); a number past IBV_WR_DRIVER1 (12 on) is
+             refused with EINVAL when its turn comes, after the
              work requests before it are posted, as ibv_post_send does
   wr_id=     the work request id (kept in the queue's shadow; not in the WQE)
   flags=     comma list of signaled solicited fence inline ip_csum (ibv_send_flags;

@@ -65,6 +65,9 @@ pub enum OpKind {
     Nop,
     /// `tso` (`IBV_WR_TSO`).
     Tso,
+    /// `driver1` (`IBV_WR_DRIVER1`): libmlx5 v44's `ibv_post_send` posts a
+    /// send's segments under the UMR opcode.
+    Driver1,
     /// `raw_send`: a send on a raw Ethernet QP (same as `send` there).
     RawSend,
     /// `empw`: one burst of `pkt=` packets through the core's `TxQueue` in
@@ -93,6 +96,7 @@ impl OpKind {
         ("local_inv", OpKind::LocalInv),
         ("nop", OpKind::Nop),
         ("tso", OpKind::Tso),
+        ("driver1", OpKind::Driver1),
         ("raw_send", OpKind::RawSend),
         ("empw", OpKind::Empw),
         ("mpw", OpKind::Mpw),
@@ -104,7 +108,7 @@ impl OpKind {
     ];
 
     /// Parses an `op=` value: a name (case-insensitive), or an
-    /// `ibv_wr_opcode` number (`0`-`10` but `IBV_WR_BIND_MW`, 8; anything
+    /// `ibv_wr_opcode` number (`0`-`11` but `IBV_WR_BIND_MW`, 8; anything
     /// past `IBV_WR_DRIVER1`, 11, is [`OpKind::Invalid`]).
     pub fn parse(s: &str) -> Option<Self> {
         if let Some(&(_, op)) = Self::NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
@@ -122,8 +126,9 @@ impl OpKind {
             7 => OpKind::LocalInv,
             9 => OpKind::SendInv,
             10 => OpKind::Tso,
+            11 => OpKind::Driver1,
             n @ 12.. => OpKind::Invalid(n),
-            // BIND_MW, DRIVER1: not built.
+            // BIND_MW: not built.
             _ => return None,
         })
     }
@@ -609,6 +614,15 @@ mod tests {
         assert!(wr.flags.signaled && wr.flags.fence && !wr.flags.inline);
         assert_eq!(wr.sges.len(), 2);
         assert_eq!(wr.mem[0].bytes, [0xaa, 0xbb, 0xcc, 0xdd]);
+    }
+
+    #[test]
+    fn opcode_numbers_follow_ibv_wr_opcode() {
+        assert_eq!(OpKind::parse("11"), Some(OpKind::Driver1));
+        assert_eq!(OpKind::parse("DRIVER1"), Some(OpKind::Driver1));
+        assert_eq!(OpKind::parse("10"), Some(OpKind::Tso));
+        assert_eq!(OpKind::parse("8"), None, "BIND_MW is not built");
+        assert_eq!(OpKind::parse("12"), Some(OpKind::Invalid(12)));
     }
 
     #[test]

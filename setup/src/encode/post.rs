@@ -129,7 +129,7 @@ pub fn prepare(cfg: &EncodeConfig, mut wr: WorkRequest) -> Result<Prepared, Stri
     if wr.op == OpKind::RawSend && !raw_qp {
         return Err("raw_send is a send on a raw Ethernet QP (--qp raw)".into());
     }
-    let raw_send = raw_qp && matches!(wr.op, OpKind::Send | OpKind::RawSend);
+    let raw_send = raw_qp && matches!(wr.op, OpKind::Send | OpKind::RawSend | OpKind::Driver1);
     let av = match wr.av {
         Some(bytes) => Some(Av::read_from_bytes(&bytes).map_err(|_| "bad address vector")?),
         None => None,
@@ -323,6 +323,7 @@ pub fn post<P: DoorbellPolicy>(
         OpKind::LocalInv => batch.local_inv(id, wr.invalidate_rkey),
         OpKind::Nop => batch.nop(id),
         OpKind::Tso => batch.tso(id, &wr.hdr, wr.mss),
+        OpKind::Driver1 => batch.driver1(id),
         // Bursts go through the Tx queue, never here.
         OpKind::Empw | OpKind::Mpw => Err(PostError::UnsupportedOp),
     };
