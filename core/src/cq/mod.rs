@@ -1293,9 +1293,6 @@ impl<W: WorkQueues> Drop for PollBatch<'_, W> {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// A failed `start_poll`'s error, out of line: keeps the error path out of
 /// the poll loop `advance` is inlined into (with the error returned in
 /// place, LLVM laid out `start_poll`/`next_poll` 3-9 instructions per
@@ -1305,3 +1302,6 @@ mod tests;
 fn start_failed(e: PollError) -> PollError {
     e
 }
+
+#[cfg(test)]
+mod tests;
