@@ -73,7 +73,7 @@
 
 mod common;
 
-use common::{num, unhex};
+use common::{num, unhex, IP_CSUM_OK, RX_CSUM_VALID, WC_FIELDS};
 use mlx5dp_setup::decode::cq::{decode_ring, CqLayout, RingError, RingParams};
 use mlx5dp_setup::decode::cqe::CqeSize;
 use mlx5dp_setup::decode::mini::MiniFormat;
@@ -82,29 +82,6 @@ use std::collections::BTreeMap;
 
 const SAMPLE: &str = include_str!("../../specs/golden/libmlx5/cqe-cases.txt");
 const RANDOM: &str = include_str!("../../specs/golden/libmlx5-oracle/cqe-random.txt");
-
-/// `IBV_WC_IP_CSUM_OK` and the QP capability it needs (see
-/// `decode_cqe_wc.rs`: `decode cq`'s `wc_*` fields are those of
-/// `decode cqe`, which reports the checksum as for a QP that has it).
-const IP_CSUM_OK: u64 = 1 << 2;
-const RX_CSUM_VALID: u64 = 1 << 16;
-
-/// The case's `wc<i>.<field>` names and `decode cq`'s keys (as
-/// `decode_cqe_wc.rs`).
-const FIELDS: &[(&str, &str)] = &[
-    ("status", "wc_status"),
-    ("opcode", "wc_opcode_raw"),
-    ("vendor_err", "wc_vendor_err"),
-    ("byte_len", "wc_byte_len"),
-    ("imm_data", "wc_imm_data"),
-    ("qp_num", "wc_qp_num"),
-    ("src_qp", "wc_src_qp"),
-    ("wc_flags", "wc_flags"),
-    ("pkey_index", "wc_pkey_index"),
-    ("slid", "wc_slid"),
-    ("sl", "wc_sl"),
-    ("dlid_path_bits", "wc_dlid_path_bits"),
-];
 
 /// CQE opcodes (`op_own[7:4]`, `MLX5_CQE_*` of `mlx5dv.h`).
 const OP_RESIZE_CQ: u8 = 5;
@@ -234,7 +211,7 @@ fn compare_wc(case: &Case, i: usize, got: &Value) -> Vec<String> {
     let csum_cap = case.get("qp_cap_cache") & RX_CSUM_VALID != 0;
     let unwritten: Vec<&str> = case.kv[&format!("wc{i}.unwritten")].split(',').collect();
     let mut errs = Vec::new();
-    for (theirs, ours) in FIELDS {
+    for (theirs, ours) in WC_FIELDS {
         let value = got.get(*ours).and_then(Value::as_u64);
         if unwritten.contains(theirs) {
             if value.is_some() {

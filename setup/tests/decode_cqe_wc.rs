@@ -15,36 +15,13 @@
 
 mod common;
 
-use common::{num, unhex};
+use common::{num, unhex, IP_CSUM_OK, RX_CSUM_VALID, WC_FIELDS};
 use std::collections::BTreeMap;
 
 use mlx5dp_setup::decode::cqe::decode_cqe;
 use serde_json::Value;
 
 const GOLDEN: &str = include_str!("../../specs/golden/libmlx5/cqe-cases.txt");
-
-/// `IBV_WC_IP_CSUM_OK`: `decode cqe` reports it as for a QP with the
-/// receive checksum capability (`qp_cap_cache` bit `MLX5_RX_CSUM_VALID`,
-/// `1 << 16` in rdma-core v44's `providers/mlx5/mlx5.h`; the golden
-/// file's header says 0x4, which is `IBV_WC_IP_CSUM_OK`'s value).
-const IP_CSUM_OK: u64 = 1 << 2;
-const RX_CSUM_VALID: u64 = 1 << 16;
-
-/// The case's `wc0.<field>` names and our keys.
-const FIELDS: &[(&str, &str)] = &[
-    ("status", "wc_status"),
-    ("opcode", "wc_opcode_raw"),
-    ("vendor_err", "wc_vendor_err"),
-    ("byte_len", "wc_byte_len"),
-    ("imm_data", "wc_imm_data"),
-    ("qp_num", "wc_qp_num"),
-    ("src_qp", "wc_src_qp"),
-    ("wc_flags", "wc_flags"),
-    ("pkey_index", "wc_pkey_index"),
-    ("slid", "wc_slid"),
-    ("sl", "wc_sl"),
-    ("dlid_path_bits", "wc_dlid_path_bits"),
-];
 
 /// Why a case is a gap rather than a comparison (see the module docs).
 fn gap(kv: &BTreeMap<String, String>, cqe: &[u8]) -> Option<&'static str> {
@@ -90,7 +67,7 @@ fn wc_fields_are_what_libmlx5_wrote() {
         let csum_cap = num(&kv["qp_cap_cache"]) & RX_CSUM_VALID != 0;
         let unwritten: Vec<&str> = kv["wc0.unwritten"].split(',').collect();
         let mut errs = Vec::new();
-        for (theirs, ours) in FIELDS {
+        for (theirs, ours) in WC_FIELDS {
             let got = json.get(*ours).and_then(Value::as_u64);
             if unwritten.contains(theirs) {
                 if got.is_some() {
