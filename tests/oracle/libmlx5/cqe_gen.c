@@ -44,6 +44,7 @@
 #include <infiniband/verbs.h>
 #include "mlx5.h"
 #include "wqe.h"
+#include "oracle_rng.h"
 
 /* libmlx5.a renames every global symbol with this prefix. */
 int rdmacore44_0_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
@@ -749,7 +750,6 @@ static void run_and_print(FILE *f, const struct case_in *c)
 
 /* ---- random cases -------------------------------------------------------- */
 
-static uint64_t rng_state;
 
 /*
  * --edge: also generate scatter-to-CQE inputs whose libmlx5 outcome depends
@@ -762,18 +762,7 @@ static uint64_t rng_state;
  */
 static int edge;
 
-/* splitmix64 */
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint32_t below(uint32_t n) { return (uint32_t)(rnd() % n); }
-static int chance(unsigned percent) { return below(100) < percent; }
+/* rng_state, rnd(), below(), chance(): oracle_rng.h (splitmix64) */
 
 /* A 32-bit counter value: small, random, or near a wrap (2^16, 2^24, 2^32). */
 static uint32_t counter32(void)

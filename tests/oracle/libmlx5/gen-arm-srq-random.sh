@@ -11,7 +11,7 @@ N_ARM=${N_ARM:-200}
 N_SRQ=${N_SRQ:-150}
 SEED=${SEED:-20261130}
 dir=$repo/specs/golden/libmlx5-oracle
-"$here/build-arm-srq.sh" "$BUILD" >&2
+"$here/build.sh" "$BUILD" >&2
 mkdir -p "$dir"
 sha=$(sha256sum /usr/lib/x86_64-linux-gnu/libmlx5.a | cut -d' ' -f1)
 ver=$(dpkg-query -W -f='${Version}' libibverbs-dev 2>/dev/null || echo unknown)

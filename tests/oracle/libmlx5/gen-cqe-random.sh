@@ -10,7 +10,7 @@ BUILD=${1:-$here/build}
 N=${N:-600}
 SEED=${SEED:-20261130}
 out=$repo/specs/golden/libmlx5-oracle/cqe-random.txt
-"$here/build-cqe.sh" "$BUILD" >&2
+"$here/build.sh" "$BUILD" >&2
 mkdir -p "$(dirname "$out")"
 sha=$(sha256sum /usr/lib/x86_64-linux-gnu/libmlx5.a | cut -d' ' -f1)
 ver=$(dpkg-query -W -f='${Version}' libibverbs-dev 2>/dev/null || echo unknown)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Regenerates specs/golden/libmlx5-oracle/{wqe,rq}-random.txt with send_gen
-# (build it first with build-send.sh). Each file starts with one line saying
+# (build it first with build.sh). Each file starts with one line saying
 # how it was produced: the command, the seed, the sha256 of the libmlx5.a
 # linked in, the libibverbs-dev version and the date.
 #
@@ -16,7 +16,7 @@ now=$(date -u '+%Y-%m-%d %H:%M UTC')
 mkdir -p "$out"
 gen() {   # mode n seed file
     {
-        echo "# produced by: send_gen $1 $2 $3 (tests/oracle/libmlx5/send_gen.c, built by build-send.sh; regenerate with gen-golden.sh), seed $3, libmlx5.a (libibverbs-dev $ver) sha256 $sha, $now"
+        echo "# produced by: send_gen $1 $2 $3 (tests/oracle/libmlx5/send_gen.c, built by build.sh; regenerate with gen-golden.sh), seed $3, libmlx5.a (libibverbs-dev $ver) sha256 $sha, $now"
         "$bin" "$1" "$2" "$3" | sed '${/^$/d}'   # no blank line at the end
     } > "$out/$4"
     echo "$out/$4: $(grep -c '^case ' "$out/$4") cases, $(wc -c < "$out/$4") bytes" >&2

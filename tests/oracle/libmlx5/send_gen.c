@@ -10,7 +10,7 @@
  *     (what ibv_wr_start / ibv_wr_* / ibv_wr_complete call),
  *   - rdmacore44_0_mlx5_post_recv (what ibv_post_recv calls).
  * Nothing of rdma-core is compiled here: its private headers are included so
- * that the structs have libmlx5's own layout (see build-send.sh).
+ * that the structs have libmlx5's own layout (see build.sh).
  *
  * Usage:
  *   send_gen wqe N SEED        N random send cases, wqe-cases.txt format

@@ -56,6 +56,7 @@
 #include <infiniband/verbs.h>
 #include "mlx5.h"
 #include "wqe.h"
+#include "oracle_rng.h"
 
 /* libmlx5.a renames every global symbol with this prefix. */
 int rdmacore44_0_mlx5_alloc_srq_buf(struct ibv_context *context, struct mlx5_srq *srq,
@@ -359,19 +360,8 @@ static int posted(struct world *w, int *out)
 
 /* ---- random choices (splitmix64, as cqe_gen.c) ---------------------------- */
 
-static uint64_t rng_state;
 
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint32_t below(uint32_t n) { return (uint32_t)(rnd() % n); }
-static int chance(unsigned percent) { return below(100) < percent; }
+/* rng_state, rnd(), below(), chance(): oracle_rng.h (splitmix64) */
 
 static void rand_sge(struct ibv_sge *s)
 {
