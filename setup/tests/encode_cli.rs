@@ -256,7 +256,7 @@ fn refused_work_request_prints_what_was_posted_before_it() {
 /// it are posted), before the queue test (`--max-post 1` would refuse the
 /// second work request with ENOMEM otherwise), as libmlx5's
 /// `_mlx5_post_send` tests the opcode first. An unknown name is still bad
-/// input: nothing posted.
+/// input: nothing posted. `IBV_WR_DRIVER1` (11) itself is posted.
 #[test]
 fn an_opcode_past_driver1_is_refused_in_its_turn() {
     let v = json_lines(&run(&base("rc"), "op=2 sge=1:1:1\n"));
@@ -278,10 +278,23 @@ fn an_opcode_past_driver1_is_refused_in_its_turn() {
     let o = run(&base("rc"), "op=send sge=1:1:1\nop=bogus sge=1:1:1\n");
     assert_bad_line(&o, 2, "unknown name");
     assert!(o.stdout.is_empty());
-    for op in ["8", "11"] {
-        let o = run(&base("rc"), &format!("op={op}\n"));
-        assert_bad_line(&o, 1, "BIND_MW and DRIVER1 are not built");
-    }
+    let o = run(&base("rc"), "op=8\n");
+    assert_bad_line(&o, 1, "BIND_MW is not built");
+
+    // IBV_WR_DRIVER1 (11) is posted as libmlx5 posts it: a send's segments
+    // under the UMR opcode (0x25).
+    let d1 = json_lines(&run(&base("rc"), "op=11 sge=1:1:1\n"));
+    let by_name = json_lines(&run(&base("rc"), "op=driver1 sge=1:1:1\n"));
+    assert_eq!(d1, by_name, "op=11 is IBV_WR_DRIVER1");
+    let wqe = |v: &[Value]| v[0]["hex"].as_str().unwrap().to_string();
+    let (d, s) = (wqe(&d1), wqe(&sent));
+    assert_eq!(&d[6..8], "25", "UMR opcode: {d}");
+    assert_eq!(&s[6..8], "0a", "SEND opcode: {s}");
+    assert_eq!(
+        (&d[..6], &d[8..]),
+        (&s[..6], &s[8..]),
+        "the rest is the send's"
+    );
 }
 
 /// More SGEs than `--max-sge` are refused with ENOMEM (libmlx5's
