@@ -53,47 +53,18 @@ counter), timestamp, opcode/owner, user index, flow metadata (dynf_meta off).
 import argparse, json, os, random, subprocess, sys
 from collections import defaultdict, Counter
 
-FMTS = ["hash", "csum", "ftag-stridx", "csum-stridx", "l34h-stridx"]
-# On a striding RQ the scalar MPRQ routine takes the stride index from the
-# mini (mlx5_rx_burst_mprq, mlx5_rx.c:1479-1481), which only the *_STRIDX
-# formats carry; mlx5_devx.c:385-390 picks CSUM_STRIDX for it, and HASH for
-# the vector MPRQ routine, which counts strides itself
-# (rxq_copy_mprq_mbuf_v, mlx5_rxtx_vec.c:196-255).  compare.py runs HASH on
-# the vector MPRQ routine only.
-MPRQ_FMTS = ["csum-stridx", "ftag-stridx", "l34h-stridx", "hash"]
+# What this script shares with compare.py, the DPDK 22.11 check: the
+# formats, the configurations, the field expectations and the selftest's
+# mutations are the same; the ring comparison and the tool call differ.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare import (FMTS, MPRQ_FMTS, MUTATIONS, expect, le32,  # noqa: E402
+                     sample_configs, sample_mprq_configs)
+from compare import classes_selftest  # noqa: E402  (the selftest's tally)
+from compare import selftest_ring as _selftest_ring  # noqa: E402
 
 
-def sample_mprq_configs(seed, n):
-    r = random.Random(seed * 7919 + 1)
-    out = []
-    for k in range(n):
-        fmt = MPRQ_FMTS[k % len(MPRQ_FMTS)]
-        log_n = r.randint(3, 8)
-        q = 1 << log_n
-        ci0 = r.choice([0, q - r.randint(1, min(q, 8)), r.randrange(1 << 16),
-                        65536 - r.randint(1, 2 * q), (1 << 32) - r.randint(1, 3 * q),
-                        r.randrange(1 << 32)])
-        path = "mprq-vec" if fmt == "hash" else r.choice(["mprq", "mprq-vec"])
-        out.append((path, fmt, log_n, ci0 & 0xffffffff, r.randint(0, 1)))
-    return out
-
-
-def sample_configs(seed, n):
-    r = random.Random(seed)
-    out = []
-    for k in range(n):
-        path = r.choice(["scalar", "vec"])
-        fmt = FMTS[k % len(FMTS)] if k < 2 * len(FMTS) else r.choice(FMTS)
-        log_n = r.randint(5, 8) if path == "vec" else r.randint(3, 8)
-        q = 1 << log_n
-        ci0 = r.choice([
-            0, r.randrange(q), q - r.randint(1, min(q, 8)),
-            r.randint(1, 7) * q - r.randint(0, 8) % q,
-            r.randrange(1 << 16), 65536 - r.randint(1, 2 * q),
-            (1 << 24) - r.randint(1, 2 * q), (1 << 32) - r.randint(1, 3 * q),
-            r.randrange(1 << 32)])
-        out.append((path, fmt, log_n, ci0 & 0xffffffff, r.randint(0, 1)))
-    return out
+def selftest_ring(T, d, comps, fin, err, classes):
+    return _selftest_ring(T, d, comps, fin, err, classes, compare=compare_ring)
 
 
 def run_tool(tool, ring_hex, n, ci, fmt, striding=False, layout="basic"):
@@ -106,47 +77,6 @@ def run_tool(tool, ring_hex, n, ci, fmt, striding=False, layout="basic"):
     comps = [l for l in lines if list(l.keys()) != ["ci"]]
     fin = [l["ci"] for l in lines if list(l.keys()) == ["ci"]]
     return comps, (fin[0] if fin else None), (p.stderr.strip() if p.returncode else None), args
-
-
-def le32(b):
-    return int.from_bytes(b, "little")
-
-
-def expect(T, path, fmt, mark, c):
-    """What DPDK's mbuf should hold for mlx5dp completion c (the mapping above)."""
-    e = {}
-    e["pkt_len"] = c["byte_cnt"]
-    idx = ((c["pkt_info"] & 3) << 6) | (c["l4_l3_hdr_type"] >> 2)
-    e["ptype"] = T["ptype_table"][idx]
-    ck = 0
-    if c["l3_ok"]:
-        ck |= T["IP_CKSUM_GOOD"]
-    if c["l4_ok"]:
-        ck |= T["L4_CKSUM_GOOD"]
-    e["cksum"] = ck
-    e["vlan"] = (T["VLAN"] | T["VLAN_STRIPPED"]) if c["cvlan_stripped"] else 0
-    e["vlan_tci"] = c["vlan_info"]
-    if path in ("scalar", "mprq"):      # rxq_cq_to_mbuf
-        e["rss_flag"] = T["RSS_HASH"] if c["rx_hash"] != 0 else 0
-    else:
-        e["rss_flag"] = 0 if (c["compressed"] and fmt != "hash") else T["RSS_HASH"]
-    e["rss"] = c["rx_hash"]
-    if mark:
-        ft = c["flow_tag"] & 0xffffff
-        # the raw 32-bit word DPDK loads (sop_drop_qpn, or for an FTAG mini
-        # the word it rebuilds) as a little-endian CPU sees it
-        hi = (c["sop_drop_qpn"] >> 24) & 0xff if not (c["compressed"] and fmt == "ftag-stridx") else 0
-        raw = le32(bytes([hi, (ft >> 16) & 0xff, (ft >> 8) & 0xff, ft & 0xff]))
-        f = 0
-        if raw & 0xffffff00:
-            f |= T["FDIR"]
-            if raw != le32(bytes([0, 0xff, 0xff, 0xff])):
-                f |= T["FDIR_ID"]
-        e["mark_flags"] = f
-        e["fdir"] = ((raw >> 8) - 1) & 0xffffffff
-    else:
-        e["mark_flags"] = 0
-    return e
 
 
 def compare_ring(T, d, comps, fin, err):
@@ -209,46 +139,6 @@ def compare_ring(T, d, comps, fin, err):
         if olf & ~allflags:
             bad("ol_flags-other", hex(olf & ~allflags), 0)
     return diffs
-
-
-MUTATIONS = ["pkt_len+1", "packet_type^L4", "rss^1 (flag forced on)", "ip_cksum_good^",
-             "vlan flag^", "drop last mbuf", "cq_ci+1", "mprq stride^1"]
-
-
-def selftest_ring(T, d, comps, fin, err, classes):
-    """Every mutation of DPDK's record must add a difference."""
-    import copy
-    base = compare_ring(T, d, comps, fin, err)
-    if not d["pkts"]:
-        return
-    for name in MUTATIONS:
-        if name == "mprq stride^1" and not d["path"].startswith("mprq"):
-            continue
-        m = copy.deepcopy(d)
-        p = m["pkts"][len(m["pkts"]) // 2]
-        if name == "pkt_len+1":
-            p[0] += 1; p[1] += 1
-        elif name == "packet_type^L4":
-            p[4] ^= 0x300
-        elif name == "rss^1 (flag forced on)":
-            p[3] |= T["RSS_HASH"]; p[5] = comps[len(m["pkts"]) // 2]["rx_hash"] ^ 1 if comps else 1
-        elif name == "ip_cksum_good^":
-            p[3] ^= T["IP_CKSUM_GOOD"]
-        elif name == "vlan flag^":
-            p[3] ^= T["VLAN"] | T["VLAN_STRIPPED"]
-        elif name == "drop last mbuf":
-            m["pkts"].pop()
-        elif name == "cq_ci+1":
-            m["ci_after"] += 1
-        elif name == "mprq stride^1":
-            p[8] ^= 1
-        if compare_ring(T, m, comps, fin, err) == base:
-            classes[f"SELFTEST-MISSED/{name}"] += 1
-        else:
-            classes_selftest[name] += 1
-
-
-classes_selftest = Counter()
 
 
 def main():
