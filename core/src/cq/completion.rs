@@ -386,13 +386,20 @@ impl Completion {
     /// TM_DATA_VALID; CONSUMED (1) or CONSUMED_SW_RDNV (9): TM_MATCH;
     /// EXPECTED (2): TM_DATA_VALID; any other: none.
     fn tm_flags(&self) -> u32 {
+        use crate::prm::{
+            CQE_APP_OP_TM_CONSUMED, CQE_APP_OP_TM_CONSUMED_MSG, CQE_APP_OP_TM_CONSUMED_MSG_SW_RDNV,
+            CQE_APP_OP_TM_CONSUMED_SW_RDNV, CQE_APP_OP_TM_EXPECTED,
+            CQE_APP_OP_TM_MSG_COMPLETION_CANCELED, CQE_APP_TAG_MATCHING,
+        };
         if self.cqe.app != CQE_APP_TAG_MATCHING {
             return 0;
         }
         match self.cqe.app_op {
-            0xa..=0xc => WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID,
-            0x1 | 0x9 => WcFlags::TM_MATCH,
-            0x2 => WcFlags::TM_DATA_VALID,
+            CQE_APP_OP_TM_CONSUMED_MSG
+            | CQE_APP_OP_TM_CONSUMED_MSG_SW_RDNV
+            | CQE_APP_OP_TM_MSG_COMPLETION_CANCELED => WcFlags::TM_MATCH | WcFlags::TM_DATA_VALID,
+            CQE_APP_OP_TM_CONSUMED | CQE_APP_OP_TM_CONSUMED_SW_RDNV => WcFlags::TM_MATCH,
+            CQE_APP_OP_TM_EXPECTED => WcFlags::TM_DATA_VALID,
             _ => 0,
         }
     }
@@ -788,10 +795,6 @@ pub(crate) fn write_resp_wc(wc: &mut Wc, wr_id: u64, rx_csum_valid: bool, cqe: &
 
 /// `sop_drop_qpn[23:0]`.
 const QPN_BITS: u32 = 0x00ff_ffff;
-
-/// The CQE `app` value of a tag-matching completion (libmlx5 v44 `cq.c`,
-/// `MLX5_CQE_APP_TAG_MATCHING`).
-const CQE_APP_TAG_MATCHING: u8 = 1;
 
 /// What `ibv_poll_cq` reports for a successful requester CQE of one send
 /// opcode.

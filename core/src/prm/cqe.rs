@@ -542,6 +542,23 @@ pub const CQE_VIC_INIT: u8 = 0xff;
 pub const CQE_OP_OWN_INIT: u8 = 0xf1;
 /// `op_own` DPDK writes into consumed slots of a basic-layout session (`MLX5_CQE_INVALIDATE`).
 pub const CQE_INVALIDATE: u8 = 0xf0;
+/// `app` of a tag-matching completion (`MLX5_CQE_APP_TAG_MATCHING`).
+pub const CQE_APP_TAG_MATCHING: u8 = 1;
+/// `app_op` of a tag-matching completion: the first of a rendezvous
+/// (`MLX5_CQE_APP_OP_TM_CONSUMED`).
+pub const CQE_APP_OP_TM_CONSUMED: u8 = 0x1;
+/// `app_op`: the second, data in place (`MLX5_CQE_APP_OP_TM_EXPECTED`).
+pub const CQE_APP_OP_TM_EXPECTED: u8 = 0x2;
+/// `app_op`: consumed, software rendezvous (`MLX5_CQE_APP_OP_TM_CONSUMED_SW_RDNV`).
+pub const CQE_APP_OP_TM_CONSUMED_SW_RDNV: u8 = 0x9;
+/// `app_op`: a whole message (`MLX5_CQE_APP_OP_TM_CONSUMED_MSG`).
+pub const CQE_APP_OP_TM_CONSUMED_MSG: u8 = 0xa;
+/// `app_op`: a whole message, software rendezvous
+/// (`MLX5_CQE_APP_OP_TM_CONSUMED_MSG_SW_RDNV`).
+pub const CQE_APP_OP_TM_CONSUMED_MSG_SW_RDNV: u8 = 0xb;
+/// `app_op`: a message completion cancelled
+/// (`MLX5_CQE_APP_OP_TM_MSG_COMPLETION_CANCELED`).
+pub const CQE_APP_OP_TM_MSG_COMPLETION_CANCELED: u8 = 0xc;
 
 wire_struct! {
     /// A 64-byte slot of mini-CQEs in the basic ("legacy") layout.
