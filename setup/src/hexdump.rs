@@ -38,6 +38,11 @@
 //!   that is not a row but holds a `%08x` word or nothing but hex is an
 //!   error, never skipped.
 //!
+//! - **Quoted-printable mail text** (a raw message from a list archive):
+//!   when the text is none of the above and shows a soft line break (a
+//!   line ending in `=`) or an `=3D`/`=20`/`=09` escape, it is decoded
+//!   (RFC 2045) and read again in the styles above.
+//!
 //! Empty lines and lines starting with `#` are ignored everywhere.
 //!
 //! Panic policy: nothing here panics; every malformed input is a
@@ -347,13 +352,85 @@ fn hexdump_c_row(toks: &[Token<'_>]) -> Option<(u64, Vec<u8>)> {
 
 /// Reads the bytes of a dump and tells which style it was written in.
 pub fn parse_dump(text: &str) -> Result<Dump, HexError> {
-    match parse_dump_strict(text) {
-        Ok(dump) => Ok(dump),
-        // A word dump pasted with the log around it: only tried when the
-        // text is not a dump in the strict styles, and only accepted when
-        // it is one block of word rows; otherwise the strict error stands.
-        Err(strict) => logged_word_dump(text).ok_or(strict),
+    let strict = match parse_dump_strict(text) {
+        Ok(dump) => return Ok(dump),
+        Err(e) => e,
+    };
+    // A word dump pasted with the log around it: only tried when the
+    // text is not a dump in the strict styles, and only accepted when it
+    // is one block of word rows.
+    if let Some(dump) = logged_word_dump(text) {
+        return Ok(dump);
     }
+    // A dump copied from a mail archive's raw message, still in its
+    // quoted-printable transfer encoding: read the decoded text, in the
+    // same styles. Otherwise the strict error (about the text as given)
+    // stands.
+    if let Some(decoded) = quoted_printable(text) {
+        if let Ok(dump) = parse_dump_strict(&decoded) {
+            return Ok(dump);
+        }
+        if let Some(dump) = logged_word_dump(&decoded) {
+            return Ok(dump);
+        }
+    }
+    Err(strict)
+}
+
+/// The text of a quoted-printable body (RFC 2045 §6.7), when `text` is
+/// one: it has a soft line break (a line ending in `=`, which a mailer
+/// adds to keep lines under 76 characters, often in the middle of a dump
+/// row or a hex byte) or an `=XX` escape of a byte that must be escaped
+/// (`=3D` for `=`, `=20`/`=09` for a blank before a line end). The breaks
+/// are removed and the escapes decoded; an `=` followed by anything else
+/// is kept as it is (log text may hold `key=value`). `None` when the text
+/// shows none of these marks: it is then read as it is.
+fn quoted_printable(text: &str) -> Option<String> {
+    let soft_break = text
+        .lines()
+        .any(|l| l.trim_end_matches([' ', '\t']).ends_with('='));
+    let escape = ["=3D", "=20", "=09"].iter().any(|e| text.contains(e));
+    if !soft_break && !escape {
+        return None;
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(text.len());
+    let mut lines = text.split('\n').peekable();
+    while let Some(raw) = lines.next() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        // Transport padding after a soft break's `=` is not text.
+        let trimmed = line.trim_end_matches([' ', '\t']);
+        let (body, joined) = match trimmed.strip_suffix('=') {
+            Some(body) => (body, true),
+            None => (line, false),
+        };
+        let b = body.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let escaped = (b[i] == b'=')
+                .then(|| b.get(i + 1..i + 3))
+                .flatten()
+                .filter(|d| {
+                    d.iter()
+                        .all(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(c))
+                })
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| u8::from_str_radix(d, 16).ok());
+            match escaped {
+                Some(byte) => {
+                    out.push(byte);
+                    i += 3;
+                }
+                None => {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+        }
+        if !joined && lines.peek().is_some() {
+            out.push(b'\n');
+        }
+    }
+    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// The bytes of a word row: a line whose last four tokens are `%08x`
@@ -631,6 +708,66 @@ mod tests {
         b[63] = 0xd2;
         b
     };
+
+    #[test]
+    fn quoted_printable_print_hex_dump_from_a_mail_archive() {
+        // The kernel's error-CQE dump as a raw list message carries it: a
+        // soft break inside the last row (between two digits of a byte), a
+        // `=3D` in the log line, a break after a blank.
+        let qp = "[  123.456789] mlx5_core 0000:3b:00.1: cqe_dump: ci=3D0x8 =\n\
+                  qn=3D0x1dbb\n\
+                  [  123.456790] mlx5_core 0000:3b:00.1: 00000000: 00 00 00 00 00 00 00 00 00 00 00 0=\n\
+                  0 00 00 00 00\n\
+                  [  123.456790] mlx5_core 0000:3b:00.1: 00000010: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+                  [  123.456790] mlx5_core 0000:3b:00.1: 00000020: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00\n\
+                  [  123.456790] mlx5_core 0000:3b:00.1: 00000030: 00 00 00 00 0f 00 78 06 25 00 00 58 00 da ac =\r\n\
+                  d2\r\n";
+        let d = parse_dump(qp).unwrap();
+        assert_eq!(d.bytes, CQE);
+        assert_eq!(d.style, DumpStyle::PrintHexDump);
+    }
+
+    #[test]
+    fn quoted_printable_word_dump_and_plain_hex() {
+        // libmlx5's word rows after its log line, one row broken by the mailer.
+        let words = "mlx5: host: got completion with error:\n\
+                     00000000 00000000 00000000 00000000\n\
+                     00000000 00000000 00000000 00000000\n\
+                     00000000 00000000 00000000 00000000\n\
+                     00000000 0f007806 25000058 =\n\
+                     00daacd2\n";
+        assert_eq!(parse(words).unwrap(), CQE);
+        // A blank escaped before a line end, a row split inside a token.
+        assert_eq!(
+            parse("00 11=20\n22 3=\n3").unwrap(),
+            vec![0, 0x11, 0x22, 0x33]
+        );
+    }
+
+    #[test]
+    fn text_without_quoted_printable_marks_keeps_its_error() {
+        // `key=value` and a lone `=` are not quoted-printable marks: the
+        // strict reader's error stands, naming the line as given.
+        assert_eq!(
+            parse("00 11\nsyndrome=0x1 = 22"),
+            Err(HexError::NotHex {
+                line: 2,
+                token: "syndrome=0x1".into()
+            })
+        );
+        // Marks present, but the decoded text is no dump either: the error
+        // is still about the text as given.
+        assert_eq!(
+            parse("zz=3D\n00"),
+            Err(HexError::NotHex {
+                line: 1,
+                token: "zz=3D".into()
+            })
+        );
+        // An escape of a lower-case or non-hex pair is not decoded.
+        assert_eq!(quoted_printable("a=3d=\nb=ZZ").as_deref(), Some("a=3db=ZZ"));
+        assert_eq!(quoted_printable("00 11\n22"), None);
+    }
 
     #[test]
     fn plain_hex_with_and_without_spaces() {

@@ -107,6 +107,37 @@ const ERR_KEYS: &[&str] = &[
     "wc_status_name",
 ];
 
+/// `text` in the quoted-printable transfer encoding (RFC 2045 §6.7) as a
+/// mailer writes it: `=` escaped, every line cut into pieces of at most 75
+/// characters joined by soft line breaks (`=` at the end of a line).
+fn quoted_printable(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let escaped = line.replace('=', "=3D");
+        let mut piece = String::new();
+        let mut chars = escaped.chars().peekable();
+        while let Some(c) = chars.next() {
+            // An escape stays whole on one line.
+            let unit: String = if c == '=' {
+                [c, chars.next().unwrap(), chars.next().unwrap()]
+                    .iter()
+                    .collect()
+            } else {
+                c.to_string()
+            };
+            if piece.len() + unit.len() > 75 {
+                out.push_str(&piece);
+                out.push_str("=\n");
+                piece.clear();
+            }
+            piece.push_str(&unit);
+        }
+        out.push_str(&piece);
+        out.push('\n');
+    }
+    out
+}
+
 #[test]
 fn every_captured_record_in_every_input_style() {
     let recs = captured();
@@ -144,6 +175,15 @@ fn every_captured_record_in_every_input_style() {
             json(&run(&args, dmesg.as_bytes())),
             reference,
             "[{}] print_hex_dump",
+            rec.id
+        );
+
+        // The same lines as a raw message from a mail archive holds them:
+        // quoted-printable, lines broken at 76 characters.
+        assert_eq!(
+            json(&run(&args, quoted_printable(&dmesg).as_bytes())),
+            reference,
+            "[{}] print_hex_dump, quoted-printable",
             rec.id
         );
 

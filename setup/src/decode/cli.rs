@@ -19,13 +19,14 @@ use std::io::Read;
 const INPUT_HELP: &str = "Bytes as plain hex (`00 11 22`, `001122`), kernel print_hex_dump lines \
 (`00000030: 00 ..`, with any dmesg/device prefix and an optional ASCII column) or rdma-core \
 word dumps (`00000000 0000f6d2 ..`), also as logged: with libmlx5's `got completion with error` \
-or the kernel's `dump error cqe` line, a prefix before each row and log lines after the rows. \
+or the kernel's `dump error cqe` line, a prefix before each row and log lines after the rows; \
+any of these still quoted-printable, as a raw message from a mail archive holds it. \
 Several arguments are joined with spaces. No argument, or `-`, reads standard input.";
 
 const RING_INPUT_HELP: &str = "File holding the whole ring, cqe-cnt x cqe-size bytes from slot 0, \
 as hex in any accepted form: plain hex (`00 11 22`, `001122`), kernel print_hex_dump lines \
 (`00000030: 00 ..`, with any dmesg/device prefix and an optional ASCII column), rdma-core \
-word dumps or `hexdump -C` rows. `-` or no argument reads standard input.";
+word dumps or `hexdump -C` rows, also quoted-printable. `-` or no argument reads standard input.";
 
 /// `mlx5dp decode`: turn CQE, WQE or mini-CQE bytes from a dump into fields.
 #[derive(Debug, Clone, clap::Args)]
