@@ -126,6 +126,7 @@ use crate::barrier;
 use crate::prm::{
     CqeOpcode, MiniCqeArray, MiniCqeFormat, WcStatus, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
 };
+use core::convert::Infallible;
 
 /// `IBV_WC_SUCCESS`, raw.
 const SUCCESS: u16 = WcStatus::Success.raw() as u16;
@@ -399,8 +400,11 @@ impl Cq {
             // Every read of the run's bodies after its ownership bytes.
             barrier::from_device();
             let group = run.prefix(k);
+            // The lookup error, set on the closures' error path only (the
+            // loops test a unit error; see `burst_loop`).
+            let mut failed = None;
             let decoded = if b0 >> 4 == OP_REQ {
-                group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
+                group.decode_plain::<FIELDS_IDS, _, ()>(&mut out[n..], |f, slot| {
                     let wq = WqRef {
                         qpn: f.sop_drop_qpn.qpn(),
                         srqn_uidx: f.srqn_uidx.srqn_uidx(),
@@ -411,16 +415,24 @@ impl Cq {
                             write_req_wc(slot, r, word, f.byte_cnt);
                             Ok(())
                         }
-                        Err(e) => Err(lookup_error(e, true, wq, f.wqe_counter)),
+                        Err(e) => {
+                            failed = Some(lookup_error(e, true, wq, f.wqe_counter));
+                            Err(())
+                        }
                     }
                 })
             } else {
-                Self::resp_wcs(ring, wqs, group, &mut out[n..])
+                Self::resp_wcs(ring, wqs, group, &mut out[n..]).map_err(|(i, e)| {
+                    failed = Some(e);
+                    (i, ())
+                })
             };
-            if let Err((i, e)) = decoded {
+            if let Err((i, ())) = decoded {
                 // The failing CQE is consumed (as by `advance_in`).
                 self.ci = ci0.wrapping_add(i as u32 + 1);
-                return (n + i, Err(e));
+                // (`failed` is set whenever a closure fails; the fallback
+                // is never taken.)
+                return (n + i, Err(failed.unwrap_or(PollError::Broken)));
             }
             n += k;
             self.ci = ci0.wrapping_add(k as u32);
@@ -843,39 +855,51 @@ impl Cq {
                     // Step 3: the plain entries' fields, copied once,
                     // decoded; every entry's opcode is `b0`'s.
                     let group = run.prefix(k);
+                    // A lookup's error, set by the closures below on their
+                    // (cold) error path only: the loop tests a unit error,
+                    // not a whole `PollError` carried through every entry.
+                    let mut failed = None;
                     let decoded = if k == 0 {
                         // (The odd entry alone: a title, the stream's
                         // usual group of short sessions.)
                         Ok(())
                     } else if W::WR_ID_IS_WQE_COUNTER {
                         let hi = regular_high_word(0, b0);
-                        group.decode_plain::<FIELDS_COUNTER, _, PollError>(
-                            &mut out[n..],
-                            |f, slot| {
-                                let wr_id = u64::from(f.wqe_counter);
-                                store_summary(slot, wr_id, hi | u64::from(f.byte_cnt));
-                                Ok(())
-                            },
-                        )
+                        group
+                            .decode_plain::<FIELDS_COUNTER, _, Infallible>(
+                                &mut out[n..],
+                                |f, slot| {
+                                    let wr_id = u64::from(f.wqe_counter);
+                                    store_summary(slot, wr_id, hi | u64::from(f.byte_cnt));
+                                    Ok(())
+                                },
+                            )
+                            .map_err(|(_, never)| match never {})
                     } else if b0 >> 4 == OP_REQ {
                         // (One opcode per group: the send queue's lookup
                         // alone in the loop, or the receive queue's.)
-                        group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
-                            let wr_id = resolve_plain_as::<W, true>(wqs, &f)?;
+                        group.decode_plain::<FIELDS_IDS, _, ()>(&mut out[n..], |f, slot| {
+                            let wr_id = resolve_plain_as::<W, true>(wqs, &f)
+                                .map_err(|e| failed = Some(e))?;
                             store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
                             Ok(())
                         })
                     } else {
-                        group.decode_plain::<FIELDS_IDS, _, _>(&mut out[n..], |f, slot| {
-                            let wr_id = resolve_plain_as::<W, false>(wqs, &f)?;
+                        group.decode_plain::<FIELDS_IDS, _, ()>(&mut out[n..], |f, slot| {
+                            let wr_id = resolve_plain_as::<W, false>(wqs, &f)
+                                .map_err(|e| failed = Some(e))?;
                             store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
                             Ok(())
                         })
                     };
-                    if let Err((i, e)) = decoded {
+                    if let Err((i, ())) = decoded {
                         // The failing CQE is consumed (as by `advance_in`).
                         self.ci = ci0.wrapping_add(i as u32 + 1);
-                        return (n + i, Err(e));
+                        // (`failed` is set whenever a closure fails; the
+                        // fallback is never taken.)
+                        // (`failed` is set whenever a closure fails; the fallback
+                        // is never taken.)
+                        return (n + i, Err(failed.unwrap_or(PollError::Broken)));
                     }
                     (k, stop)
                 }
