@@ -180,6 +180,12 @@ impl<D: SummaryWriter> Clone for BlockPlan<D> {
 
 impl<D: SummaryWriter> Copy for BlockPlan<D> {}
 
+/// The error of an out-of-line burst poller, kept in the CQ
+/// (`Cq::burst_error`) for [`Cq::poll_burst`] to return: with it the
+/// pollers' result is two words, returned in registers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stashed;
+
 /// Basic layout: a session title at the consumer index as the burst
 /// poller took it: its ownership byte, read once before the from-device
 /// barrier (owned, a compressed CQE), and its copy, made after it.
@@ -349,18 +355,21 @@ impl Cq {
     /// and whole mini arrays per step (module documentation). The loop is
     /// specialised (once per call) for the compression layout, the CQE
     /// size and the CQ's [`UnzipPath`].
-    #[inline]
+    // (Always inline: the dispatch is a few tests, and the out-of-line
+    // pollers' results are two registers, their error kept in the CQ
+    // (`Stashed`), mapped back here.)
+    #[inline(always)]
     pub fn poll_burst<W: WorkQueues>(
         &mut self,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> Result<usize, PollError> {
-        let wide = self.ring.stride() == 128;
-        match self.cfg.compression {
-            None => self.burst_scalar::<NO_ZIP, W>(wide, wqs, out),
-            Some((Layout::Basic, _)) => self.burst_zip::<BASIC, W>(wide, wqs, out),
-            Some((Layout::Enhanced, _)) => self.burst_zip::<ENHANCED, W>(wide, wqs, out),
-        }
+        let r = match self.cfg.compression {
+            None => self.burst_scalar_stashed::<NO_ZIP, W>(wqs, out),
+            Some((Layout::Basic, _)) => self.burst_zip::<BASIC, W>(wqs, out),
+            Some((Layout::Enhanced, _)) => self.burst_zip::<ENHANCED, W>(wqs, out),
+        };
+        r.map_err(|Stashed| self.burst_error)
     }
 
     /// [`Self::poll_wc`] on a CQ without compression: the runs of plain
@@ -535,21 +544,20 @@ impl Cq {
     #[inline(always)]
     fn burst_zip<const M: u8, W: WorkQueues>(
         &mut self,
-        wide: bool,
         wqs: &mut W,
         out: &mut [CompletionSummary],
-    ) -> Result<usize, PollError> {
+    ) -> Result<usize, Stashed> {
         if !W::WR_ID_IS_WQE_COUNTER {
-            return self.burst_scalar::<M, W>(wide, wqs, out);
+            return self.burst_scalar_stashed::<M, W>(wqs, out);
         }
         match self.cfg.unzip {
-            UnzipPath::Scalar => self.burst_scalar::<M, W>(wide, wqs, out),
+            UnzipPath::Scalar => self.burst_scalar_stashed::<M, W>(wqs, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-            UnzipPath::Sse41(t) => super::zip_x86::burst_sse41::<M, W>(t, wide, self, wqs, out),
+            UnzipPath::Sse41(t) => super::zip_x86::burst_sse41::<M, W>(t, self, wqs, out),
             #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-            UnzipPath::Avx2(t) => super::zip_x86::burst_avx2::<M, W>(t, wide, self, wqs, out),
+            UnzipPath::Avx2(t) => super::zip_x86::burst_avx2::<M, W>(t, self, wqs, out),
             #[cfg(target_arch = "aarch64")]
-            UnzipPath::Neon(t) => super::zip_neon::burst_neon::<M, W>(t, wide, self, wqs, out),
+            UnzipPath::Neon(t) => super::zip_neon::burst_neon::<M, W>(t, self, wqs, out),
         }
     }
 
@@ -558,20 +566,76 @@ impl Cq {
     #[inline(never)]
     fn burst_scalar<const M: u8, W: WorkQueues>(
         &mut self,
-        wide: bool,
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> Result<usize, PollError> {
-        if wide {
-            self.burst_in::<M, 128, W, _>(ScalarWriter, wqs, out)
+        self.burst_sized::<M, W, _>(ScalarWriter, wqs, out)
+    }
+
+    /// [`Self::burst_scalar`], its error kept as the vector pollers keep
+    /// theirs ([`Stashed`]; the scalar poller itself returns it: so its
+    /// loops keep the registers they had).
+    #[inline(always)]
+    fn burst_scalar_stashed<const M: u8, W: WorkQueues>(
+        &mut self,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, Stashed> {
+        self.burst_scalar::<M, W>(wqs, out)
+            .map_err(|e| self.stash(e))
+    }
+
+    /// [`Self::burst_sized`] for the out-of-line pollers (one per writer),
+    /// its error kept in `burst_error` ([`Stashed`]): a result of two
+    /// words, returned in registers rather than through memory.
+    #[cfg(any(
+        all(target_arch = "x86_64", target_feature = "sse2"),
+        target_arch = "aarch64"
+    ))]
+    #[inline(always)]
+    pub(super) fn burst_stashed<const M: u8, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, Stashed> {
+        self.burst_sized::<M, W, D>(d, wqs, out)
+            .map_err(|e| self.stash(e))
+    }
+
+    /// Keeps `e` for [`Self::poll_burst`] ([`Stashed`]).
+    #[inline(always)]
+    fn stash(&mut self, e: PollError) -> Stashed {
+        self.burst_error = e;
+        Stashed
+    }
+
+    /// [`Self::burst_in`] on the ring of the CQ's slot size (64 or 128
+    /// bytes), picked here, inside each writer's instantiation: the test
+    /// that picks it is the one that makes the ring a [`SizedRing`], read
+    /// once (the dispatch in [`Self::poll_burst`] does not look at the
+    /// ring).
+    #[inline(always)]
+    pub(super) fn burst_sized<const M: u8, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        if let Some(ring) = self.ring.sized::<64>() {
+            self.burst_in::<M, 64, W, D>(ring, d, wqs, out)
+        } else if let Some(ring) = self.ring.sized::<128>() {
+            self.burst_in::<M, 128, W, D>(ring, d, wqs, out)
         } else {
-            self.burst_in::<M, 64, W, _>(ScalarWriter, wqs, out)
+            // (Never: a ring's slots are 64 or 128 bytes.)
+            Ok(0)
         }
     }
 
-    /// [`Self::poll_burst`] for layout `M`, slot size `S` and mini writer
-    /// `D` (inlined into each instantiation: the SIMD ones are compiled
-    /// with their target feature). With wr_ids that are the reported
+    /// [`Self::poll_burst`] for layout `M`, slot size `S` (`ring`, the
+    /// CQ's ring as [`Self::burst_sized`] found it) and mini writer `D`
+    /// (inlined into each instantiation: the SIMD ones are compiled with
+    /// their target feature). With wr_ids that are the reported
     /// `wqe_counter`, the basic layout starts in [`Self::burst_basic`] and
     /// the enhanced one (run writers) in [`Self::burst_enhanced`];
     /// everything else goes to [`Self::burst_loop`], out of line on a
@@ -579,6 +643,7 @@ impl Cq {
     #[inline(always)]
     pub(super) fn burst_in<const M: u8, const S: usize, W: WorkQueues, D: SummaryWriter>(
         &mut self,
+        ring: SizedRing<S>,
         d: D,
         wqs: &mut W,
         out: &mut [CompletionSummary],
@@ -586,10 +651,6 @@ impl Cq {
         if self.broken {
             return Err(PollError::Broken);
         }
-        // (`poll_burst` picked `S` from the ring: never `None`.)
-        let Some(ring) = self.ring.sized::<S>() else {
-            return Ok(0);
-        };
         if M == ENHANCED && W::WR_ID_IS_WQE_COUNTER && D::RUNS {
             return self.burst_enhanced::<S, W, D>(ring, d, wqs, out);
         }
@@ -765,7 +826,7 @@ impl Cq {
         wqs: &mut W,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
-        // (`poll_burst` picked `S` from the ring: never `None`.)
+        // (`burst_sized` picked `S` from the ring: never `None`.)
         let Some(ring) = self.ring.sized::<S>() else {
             return (0, Ok(()));
         };
@@ -784,7 +845,7 @@ impl Cq {
         out: &mut [CompletionSummary],
         pending: Option<CqeCopy>,
     ) -> (usize, Result<(), PollError>) {
-        // (`poll_burst` picked `S` from the ring: never `None`.)
+        // (`burst_sized` picked `S` from the ring: never `None`.)
         let Some(ring) = self.ring.sized::<S>() else {
             return (0, Ok(()));
         };
@@ -980,10 +1041,11 @@ impl Cq {
         }
         // (Here, not through `basic_titles`: the loop of its other steps
         // stays out of this path.)
-        let (n, left) = self.short_sessions::<S, D>(ring, d, b, copy, out);
-        let Some(copy) = left else {
+        let mut copy = copy;
+        let (n, left) = self.short_sessions::<S, D>(ring, d, b, &mut copy, out);
+        if !left {
             return (n, Ok(()), None);
-        };
+        }
         rare();
         let t = TitleCopy { op_own: b, copy };
         let (k, r) = self.basic_titles::<BASIC, S, W, D, false>(ring, d, t, &mut out[n..]);
@@ -1005,7 +1067,7 @@ impl Cq {
         title: CqeCopy,
         out: &mut [CompletionSummary],
     ) -> (usize, Result<(), PollError>) {
-        // (`poll_burst` picked `S` from the ring: never `None`.)
+        // (`burst_sized` picked `S` from the ring: never `None`.)
         let Some(ring) = self.ring.sized::<S>() else {
             return (0, Ok(()));
         };
@@ -1054,11 +1116,10 @@ impl Cq {
         let mut n = 0;
         loop {
             if SHORT && W::WR_ID_IS_WQE_COUNTER && one_array(copy) {
-                let (k, left) = self.short_sessions::<S, D>(ring, d, b, copy, &mut out[n..]);
+                let (k, left) = self.short_sessions::<S, D>(ring, d, b, &mut copy, &mut out[n..]);
                 n += k;
-                match left {
-                    Some(c) => copy = c,
-                    None => break,
+                if !left {
+                    break;
                 }
             }
             // Into `cur`, the session opened (as `take_copied`).
@@ -1120,23 +1181,26 @@ impl Cq {
     /// each count kept as read (big-endian: a session of eight is one
     /// compare, no swap); the last sessions before the ring's end one at a
     /// time, each bound tested ([`super::mem::SessionWalk`]). Returns the
-    /// count and, if the title at the new `self.ci` was read but is not such a
-    /// session (more minis, a malformed count, no plan, its entries wrap
-    /// the ring, less room), its whole copy for the general steps (the
-    /// bytes not read yet read then,
-    /// [`super::mem::SessionWalk::title_rest`]).
+    /// count and whether the title at the new `self.ci` was read but is not
+    /// such a session (more minis, a malformed count, no plan, its entries
+    /// wrap the ring, less room): then `first` holds its whole copy for the
+    /// general steps (the bytes not read yet read then,
+    /// [`super::mem::SessionWalk::title_rest`]; `first` itself if it is
+    /// that title). (A flag and the caller's copy rather than an
+    /// `Option<CqeCopy>`: the usual `None` is then no store of a 64-byte
+    /// value to the stack.)
     #[inline(always)]
     fn short_sessions<const S: usize, D: SummaryWriter>(
         &mut self,
         ring: SizedRing<S>,
         d: D,
         b0: u8,
-        first: CqeCopy,
+        first: &mut CqeCopy,
         out: &mut [CompletionSummary],
-    ) -> (usize, Option<CqeCopy>) {
+    ) -> (usize, bool) {
         const A: usize = MINI_CQE_ARRAY_SIZE;
-        let Some(plan) = self.plans[usize::from(b0 >> 4)] else {
-            return (0, Some(first));
+        let Some(plan) = self.plans[usize::from(b0 >> 4)].0 else {
+            return (0, true);
         };
         let p = d.prepare(plan);
         // Up to the ring's end (one pass: `b0` means owned): a pointer
@@ -1196,15 +1260,24 @@ impl Cq {
         // The last session written (its first counter and count): the
         // running counter after it, once the loops are over.
         let mut last = (i > 0).then_some((start, count));
+        // (`first` is still the first title's copy until one of the rare
+        // branches below puts another title's there.)
+        let leave = |first: &mut CqeCopy, title: Option<CqeCopy>| match title {
+            Some(t) => {
+                *first = t;
+                true
+            }
+            None => false,
+        };
         let (n, left) = match fast {
-            Stop::Done => (i, None),
+            Stop::Done => (i, false),
             Stop::Other(c, s) => {
                 rare();
                 // (Only its two fields were read: the rest now.)
                 walk.skip(i);
-                (i, walk.title_rest(b0, c, s))
+                (i, leave(first, walk.title_rest(b0, c, s)))
             }
-            Stop::Bound if i > 0 && i + A > total => (i, None),
+            Stop::Bound if i > 0 && i + A > total => (i, false),
             Stop::Bound => {
                 // The first title not taken above, or the ring's end less
                 // than eight entries on: one session at a time, each bound
@@ -1221,14 +1294,10 @@ impl Cq {
                 };
                 let left = loop {
                     let Some((c, s)) = next else {
-                        break None;
+                        break false;
                     };
                     let Some(dst) = rest.first_chunk_mut::<A>() else {
-                        break if last.is_none() {
-                            Some(first)
-                        } else {
-                            walk.title_rest(b0, c, s)
-                        };
+                        break last.is_none() || leave(first, walk.title_rest(b0, c, s));
                     };
                     // The array at slot offset 1 (its slot and the holes up
                     // to the next title invalidated: as the first array of
@@ -1238,18 +1307,14 @@ impl Cq {
                         // (After the first title, only its two fields were
                         // read: the rest now. Never `None` there: the walk
                         // is on it.)
-                        break if last.is_none() {
-                            Some(first)
-                        } else {
-                            walk.title_rest(b0, c, s)
-                        };
+                        break last.is_none() || leave(first, walk.title_rest(b0, c, s));
                     };
                     d.write(&p, array, s, dst);
                     last = Some((s, c));
                     // (`c` is at most 8: `take` took it.)
                     rest = rest.get_mut(c as usize..).unwrap_or_default();
                     if rest.len() < A {
-                        break None;
+                        break false;
                     }
                     next = walk.next_title_fields(b0);
                 };
@@ -1295,7 +1360,7 @@ impl Cq {
         out: &mut [CompletionSummary],
     ) -> (usize, Option<CqeCopy>) {
         const A: usize = MINI_CQE_ARRAY_SIZE;
-        let Some(plan) = self.plans[usize::from(b0 >> 4)] else {
+        let Some(plan) = self.plans[usize::from(b0 >> 4)].0 else {
             return (0, Some(title));
         };
         let p = d.prepare(plan);
@@ -1636,7 +1701,7 @@ impl Cq {
     #[inline(always)]
     fn block_plan<D: SummaryWriter>(&self, d: D) -> Option<BlockPlan<D>> {
         // (`Fused::new` of the title's decoding: by its opcode, one load.)
-        let plan = self.plans[usize::from(self.cur.cqe.op_own.opcode())]?;
+        let plan = self.plans[usize::from(self.cur.cqe.op_own.opcode())].0?;
         Some(BlockPlan {
             plan,
             p: d.prepare(plan),

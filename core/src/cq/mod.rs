@@ -44,7 +44,7 @@ use crate::prm::{
 };
 use core::ptr::NonNull;
 use mem::{CqRing, DbRec, Entry};
-use zip::{Fused, MiniBatch, Session, Unzip};
+use zip::{Fused, MiniBatch, PlanSlot, Session, Unzip};
 
 /// CQE size (`cqe_sz`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -407,12 +407,16 @@ pub struct Cq {
     /// The whole-array plan ([`Fused::new`]) of the minis after a title
     /// of each CQE opcode (the index), for the CQ's mini format: the burst
     /// poller's one load per title run instead of the format's decoding.
-    plans: [Option<Fused>; 16],
+    plans: [PlanSlot; 16],
     /// The current completion: the one copy of the last CQE read (or the
     /// session's title) and the decoded mini array.
     cur: Completion,
     log: ErrorLog,
     broken: bool,
+    /// The error of the last [`Self::poll_burst`] call that failed, as
+    /// its out-of-line poller left it ([`burst::Stashed`]): read only
+    /// when that call returns it.
+    burst_error: PollError,
     /// Enhanced layout: the compressed CQE the burst poller took whole
     /// while `out` had no room for all its minis (the open session is
     /// [`Session::carried`]).
@@ -501,15 +505,17 @@ impl Cq {
             saved_title: Cqe64::default(),
             batch_has_title: false,
             running: 0,
-            plans: cfg.compression.map_or([None; 16], |(_, format)| {
+            plans: cfg.compression.map_or([PlanSlot(None); 16], |(_, format)| {
                 Fused::by_opcode(MiniView {
                     format,
                     striding: cfg.striding_rq,
                 })
+                .map(PlanSlot)
             }),
             cur: Completion::empty(),
             log: ErrorLog::default(),
             broken: false,
+            burst_error: PollError::Broken,
             carry: Carry::default(),
         })
     }

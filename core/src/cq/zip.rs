@@ -680,6 +680,14 @@ pub(crate) struct Fused {
     pub(crate) row: u8,
 }
 
+/// A plan of [`Fused::by_opcode`] in a four-byte slot: the CQ's table of
+/// plans by opcode (`Cq::plans`, looked up per title run) is then indexed
+/// by a scaled index, not a multiply by three. (The slot, not [`Fused`]
+/// itself, is aligned: a session's plan keeps its three bytes.)
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(4))]
+pub(crate) struct PlanSlot(pub(crate) Option<Fused>);
+
 /// Plans with a whole-array path: [`SummaryShape`] × the title's CQE
 /// opcode, REQ (0) to RESP_SEND_INV (4) ([`Fused::new`] gives no other).
 pub(crate) const PLAN_OPCODES: usize = CqeOpcode::RespSendInv.raw() as usize + 1;

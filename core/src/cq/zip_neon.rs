@@ -15,6 +15,7 @@
 //! "neon")`), so the token [`Neon`] is normally built at compile time; the
 //! `unsafe` constructor covers targets built without it.
 
+use super::burst::Stashed;
 use super::mem::CqeCopy;
 use super::zip::{
     Fused, MiniBatch, MiniKind, Prepared, SummaryWriter, Unzip, FLOW_TAG_BITS, SOP_MASK,
@@ -328,13 +329,12 @@ unsafe fn enhanced_loop_neon<const S: usize, W: WorkQueues>(
 #[inline]
 pub(crate) fn burst_neon<const M: u8, W: WorkQueues>(
     t: Neon,
-    wide: bool,
     cq: &mut Cq,
     wqs: &mut W,
     out: &mut [CompletionSummary],
-) -> Result<usize, PollError> {
+) -> Result<usize, Stashed> {
     // SAFETY: the token proves NEON, all `burst_neon_in` requires.
-    unsafe { burst_neon_in::<M, W>(t, wide, cq, wqs, out) }
+    unsafe { burst_neon_in::<M, W>(t, cq, wqs, out) }
 }
 
 /// # Safety
@@ -342,17 +342,11 @@ pub(crate) fn burst_neon<const M: u8, W: WorkQueues>(
 #[target_feature(enable = "neon")]
 unsafe fn burst_neon_in<const M: u8, W: WorkQueues>(
     t: Neon,
-    wide: bool,
     cq: &mut Cq,
     wqs: &mut W,
     out: &mut [CompletionSummary],
-) -> Result<usize, PollError> {
-    let d = NeonWriter(t);
-    if wide {
-        cq.burst_in::<M, 128, W, NeonWriter>(d, wqs, out)
-    } else {
-        cq.burst_in::<M, 64, W, NeonWriter>(d, wqs, out)
-    }
+) -> Result<usize, Stashed> {
+    cq.burst_stashed::<M, W, NeonWriter>(NeonWriter(t), wqs, out)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 //! the only `unsafe` here is calling them (the token is the proof) and the
 //! intrinsic loads and stores inside them.
 
+use super::burst::Stashed;
 use super::mem::{store_summary, ArrayRun, Block, BlockRun, CqeCopy, FitBlocks};
 use super::zip::{
     BlocksTaken, Fused, MiniBatch, MiniKind, Prepared, SummaryShape, SummaryWriter, Unzip,
@@ -671,8 +672,9 @@ impl SummaryWriter for Avx2Writer {
     }
 }
 
-/// One plan's [`Avx2Prepared`] vectors as stored (each 32 bytes, aligned).
-#[repr(C, align(32))]
+/// One plan's [`Avx2Prepared`] vectors as stored (each 32 bytes, aligned),
+/// padded to 256 bytes: a row's offset is one shift of its index.
+#[repr(C, align(256))]
 struct Avx2Consts {
     /// The shape's two masks ([`SHAPE_MASKS`]).
     mask: [u8; 32],
@@ -683,10 +685,15 @@ struct Avx2Consts {
     run: [i32; 8],
 }
 
+/// Rows of [`AVX2_PLANS`]: every plan's (4 × [`PLAN_OPCODES`]) and zero
+/// rows up to a power of two, so that [`plan_index`] bounds a row by one
+/// mask.
+const AVX2_ROWS: usize = (4 * PLAN_OPCODES).next_power_of_two();
+
 /// Every plan's AVX2 constants, built at compile time and indexed by
 /// [`plan_index`]: a title's writer constants are six aligned loads, for
 /// every title (nothing is rebuilt per session, per call or per array).
-static AVX2_PLANS: [Avx2Consts; 4 * PLAN_OPCODES] = {
+static AVX2_PLANS: [Avx2Consts; AVX2_ROWS] = {
     const SHAPES: [SummaryShape; 4] = [
         SummaryShape::Requester,
         SummaryShape::StrideIndex,
@@ -699,9 +706,9 @@ static AVX2_PLANS: [Avx2Consts; 4 * PLAN_OPCODES] = {
             lanes: [[0; 8]; 4],
             run: [0; 8],
         }
-    }; 4 * PLAN_OPCODES];
+    }; AVX2_ROWS];
     let mut i = 0;
-    while i < t.len() {
+    while i < 4 * PLAN_OPCODES {
         let plan = Fused {
             shape: SHAPES[i / PLAN_OPCODES],
             opcode: (i % PLAN_OPCODES) as u8,
@@ -723,11 +730,12 @@ static AVX2_PLANS: [Avx2Consts; 4 * PLAN_OPCODES] = {
 };
 
 /// `plan`'s row of [`AVX2_PLANS`] ([`Fused::row`], the shape × opcode index
-/// [`Fused::new`] computed once: always in range, as it pairs the shapes
-/// with opcodes 0 to 4 only; clamped all the same by the caller).
+/// [`Fused::new`] computed once: always below 4 × [`PLAN_OPCODES`], as it
+/// pairs the shapes with opcodes 0 to 4 only; masked all the same, one
+/// `and`, to the table's power-of-two length).
 #[inline(always)]
 fn plan_index(plan: Fused) -> usize {
-    usize::from(plan.row)
+    usize::from(plan.row) & (AVX2_ROWS - 1)
 }
 
 /// A plan's constants for [`write_avx2`], loaded from [`AVX2_PLANS`] once
@@ -758,7 +766,7 @@ impl Avx2Prepared {
     /// The CPU must support AVX2.
     #[inline(always)]
     unsafe fn new(plan: Fused) -> Self {
-        let c = &AVX2_PLANS[plan_index(plan).min(AVX2_PLANS.len() - 1)];
+        let c = &AVX2_PLANS[plan_index(plan)];
         let at = |v: &[i32; 8]| v.as_ptr().cast::<__m256i>();
         // SAFETY: AVX2 is available (caller contract). Loads: 32-byte
         // aligned 32-byte fields of a static row.
@@ -1390,13 +1398,12 @@ unsafe fn enhanced_loop_avx2<const S: usize, W: WorkQueues>(
 #[inline]
 pub(crate) fn burst_sse41<const M: u8, W: WorkQueues>(
     t: Sse41,
-    wide: bool,
     cq: &mut Cq,
     wqs: &mut W,
     out: &mut [CompletionSummary],
-) -> Result<usize, PollError> {
+) -> Result<usize, Stashed> {
     // SAFETY: the token proves SSE4.1, all `burst_sse41_in` requires.
-    unsafe { burst_sse41_in::<M, W>(t, wide, cq, wqs, out) }
+    unsafe { burst_sse41_in::<M, W>(t, cq, wqs, out) }
 }
 
 /// # Safety
@@ -1404,17 +1411,11 @@ pub(crate) fn burst_sse41<const M: u8, W: WorkQueues>(
 #[target_feature(enable = "sse4.1")]
 unsafe fn burst_sse41_in<const M: u8, W: WorkQueues>(
     t: Sse41,
-    wide: bool,
     cq: &mut Cq,
     wqs: &mut W,
     out: &mut [CompletionSummary],
-) -> Result<usize, PollError> {
-    let d = Sse41Writer(t);
-    if wide {
-        cq.burst_in::<M, 128, W, Sse41Writer>(d, wqs, out)
-    } else {
-        cq.burst_in::<M, 64, W, Sse41Writer>(d, wqs, out)
-    }
+) -> Result<usize, Stashed> {
+    cq.burst_stashed::<M, W, Sse41Writer>(Sse41Writer(t), wqs, out)
 }
 
 /// `Cq::poll_burst` for layout `M` with the AVX2 writer (the token proves
@@ -1422,13 +1423,12 @@ unsafe fn burst_sse41_in<const M: u8, W: WorkQueues>(
 #[inline]
 pub(crate) fn burst_avx2<const M: u8, W: WorkQueues>(
     t: Avx2,
-    wide: bool,
     cq: &mut Cq,
     wqs: &mut W,
     out: &mut [CompletionSummary],
-) -> Result<usize, PollError> {
+) -> Result<usize, Stashed> {
     // SAFETY: the token proves AVX2, all `burst_avx2_in` requires.
-    unsafe { burst_avx2_in::<M, W>(t, wide, cq, wqs, out) }
+    unsafe { burst_avx2_in::<M, W>(t, cq, wqs, out) }
 }
 
 /// # Safety
@@ -1436,17 +1436,11 @@ pub(crate) fn burst_avx2<const M: u8, W: WorkQueues>(
 #[target_feature(enable = "avx2")]
 unsafe fn burst_avx2_in<const M: u8, W: WorkQueues>(
     t: Avx2,
-    wide: bool,
     cq: &mut Cq,
     wqs: &mut W,
     out: &mut [CompletionSummary],
-) -> Result<usize, PollError> {
-    let d = Avx2Writer(t);
-    if wide {
-        cq.burst_in::<M, 128, W, Avx2Writer>(d, wqs, out)
-    } else {
-        cq.burst_in::<M, 64, W, Avx2Writer>(d, wqs, out)
-    }
+) -> Result<usize, Stashed> {
+    cq.burst_stashed::<M, W, Avx2Writer>(Avx2Writer(t), wqs, out)
 }
 
 #[cfg(test)]
