@@ -958,8 +958,6 @@ impl Cq {
                         self.ci = ci0.wrapping_add(i as u32 + 1);
                         // (`failed` is set whenever a closure fails; the
                         // fallback is never taken.)
-                        // (`failed` is set whenever a closure fails; the fallback
-                        // is never taken.)
                         return (n + i, Err(failed.unwrap_or(PollError::Broken)));
                     }
                     (k, stop)
