@@ -20,7 +20,7 @@ gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -
     -I"$S/drivers/common/mlx5" -I"$S/drivers/common/mlx5/linux" \
     -I"$S/drivers/bus/pci" -I"$S/drivers/bus/auxiliary" \
     -I"$S/lib/ethdev" -I"$S/lib/eal/include" -I"$S/lib/eal/linux/include" \
-    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" \
+    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" -I"$here/.." \
     "$here/harness.c" -c -o "$B/harness.o"
 gcc -O2 -g -Wall -c "$here/stubs.c" -o "$B/stubs.o"
 gcc -no-pie -o "$B/harness" "$B/harness.o" "$B/stubs.o" $(for o in $OBJS; do echo "$B/obj/$o"; done)
@@ -35,7 +35,7 @@ gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -
     -I"$S/drivers/common/mlx5" -I"$S/drivers/common/mlx5/linux" \
     -I"$S/drivers/bus/pci" -I"$S/drivers/bus/auxiliary" \
     -I"$S/lib/ethdev" -I"$S/lib/eal/include" -I"$S/lib/eal/linux/include" \
-    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" \
+    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" -I"$here/.." \
     "$here/rx_harness.c" -c -o "$B/rx_harness.o"
 gcc -O2 -g -Wall -c "$here/rx_stubs.c" -o "$B/rx_stubs.o"
 gcc -no-pie -o "$B/rx_harness" "$B/rx_harness.o" "$B/rx_stubs.o" $(for o in $RX_OBJS; do echo "$B/obj/$o"; done)

@@ -29,6 +29,7 @@
 #include <valgrind/valgrind.h>
 
 #include "mlx5_tx.h"
+#include "harness_common.h"
 
 #define CHECK(c, ...)                                                          \
 	do {                                                                   \
@@ -733,88 +734,6 @@ static void selftest(void)
 	}
 }
 
-/* ---- timing (as benches/libmlx5/harness.c) ------------------------------ */
-
-static inline uint64_t tsc_start(void)
-{
-	_mm_lfence();
-	uint64_t t = __rdtsc();
-	_mm_lfence();
-	return t;
-}
-
-static inline uint64_t tsc_stop(void)
-{
-	unsigned aux;
-	uint64_t t = __rdtscp(&aux);
-	_mm_lfence();
-	return t;
-}
-
-static double tsc_per_ns;
-static uint64_t timer_overhead;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double core_ghz(void)
-{
-	double best = 0;
-	int i;
-
-	for (i = 0; i < 20; i++) {
-		uint64_t n = 2000000, t0, t1;
-
-		t0 = now_ns();
-		__asm__ volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
-		t1 = now_ns();
-		if (2000000.0 / (double)(t1 - t0) > best)
-			best = 2000000.0 / (double)(t1 - t0);
-	}
-	return best;
-}
-
-static void calibrate(void)
-{
-	static uint64_t w[20001];
-	uint64_t t0, n0, t1, n1;
-	int i;
-
-	n0 = now_ns();
-	t0 = __rdtsc();
-	while (now_ns() - n0 < 200000000ull)
-		;
-	n1 = now_ns();
-	t1 = __rdtsc();
-	tsc_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
-	for (i = 0; i < 20001; i++) {
-		uint64_t a = tsc_start();
-		uint64_t b = tsc_stop();
-		w[i] = b - a;
-	}
-	qsort(w, 20001, sizeof(w[0]), cmp_u64);
-	timer_overhead = w[10000];
-}
-
 /* A round of `bursts` bursts; returns TSC cycles inside the windows. Every
  * burst is checked (outside the window). */
 static uint64_t timed_round(long bursts)
@@ -943,7 +862,7 @@ int main(int argc, char **argv)
 		       txq->wqe_thres, nb_wqe_checked, nb_cqe_written, pkts_per_wqe_first);
 		return 0;
 	}
-	calibrate();
+	calibrate(20001);
 	ghz0 = core_ghz();
 	timed_round(bursts);
 	for (r = 0; r < rounds; r++)

@@ -22,6 +22,7 @@
 #include "mlx5_rx.h"
 #include "mlx5_rxtx.h"
 #include "mlx5_malloc.h"
+#include "harness_common.h"
 
 #define CHECK(c, ...)                                                          \
 	do {                                                                   \
@@ -634,70 +635,6 @@ static void selftest(void)
 	}
 }
 
-/* ---- timing (as harness.c) --------------------------------------------- */
-static inline uint64_t tsc_start(void)
-{
-	_mm_lfence();
-	uint64_t t = __rdtsc();
-	_mm_lfence();
-	return t;
-}
-
-static inline uint64_t tsc_stop(void)
-{
-	unsigned aux;
-	uint64_t t = __rdtscp(&aux);
-	_mm_lfence();
-	return t;
-}
-
-static double tsc_per_ns;
-static uint64_t timer_overhead;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void calibrate(void)
-{
-	static uint64_t w[20001];
-	uint64_t t0, n0, t1, n1;
-	int i;
-
-	n0 = now_ns();
-	t0 = __rdtsc();
-	while (now_ns() - n0 < 200000000ull)
-		;
-	n1 = now_ns();
-	t1 = __rdtsc();
-	tsc_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
-	for (i = 0; i < 20001; i++) {
-		uint64_t a = tsc_start();
-		uint64_t b = tsc_stop();
-		w[i] = b - a;
-	}
-	qsort(w, 20001, sizeof(w[0]), cmp_u64);
-	timer_overhead = w[10000];
-}
-
 static uint64_t timed_round(long bursts)
 {
 	uint64_t sum = 0;
@@ -821,7 +758,7 @@ int main(int argc, char **argv)
 		       nb_cqe_slots, nb_sessions, nb_repl_events, nb_repl_mbufs);
 		return 0;
 	}
-	calibrate();
+	calibrate(20001);
 	timed_round(bursts);
 	for (r = 0; r < rounds; r++)
 		per[r] = (double)timed_round(bursts) / (bursts * BURST) / tsc_per_ns;

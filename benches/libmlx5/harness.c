@@ -74,6 +74,7 @@
 #include <infiniband/verbs.h>
 #include "mlx5.h"
 #include "wqe.h"
+#include "harness_common.h"
 
 /* ---- libmlx5.a entry points (global symbols, prefixed by Debian's build) */
 int rdmacore44_0_mlx5_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
@@ -1104,92 +1105,6 @@ static void check_register(int expect_bf)
 				      "doorbell path wrote more than 8 bytes");
 }
 
-/* ---- timing ------------------------------------------------------------ */
-
-static inline uint64_t tsc_start(void)
-{
-	_mm_lfence();
-	uint64_t t = __rdtsc();
-	_mm_lfence();
-	return t;
-}
-
-static inline uint64_t tsc_stop(void)
-{
-	unsigned aux;
-	uint64_t t = __rdtscp(&aux);
-	_mm_lfence();
-	return t;
-}
-
-static double tsc_per_ns;
-static uint64_t timer_overhead;	/* median cycles of an empty window */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Effective core clock: a dec/jnz loop retires one iteration per cycle on
- * current x86 cores, so iterations per ns ~ GHz.  Lower than nominal when
- * the (shared, virtualised) CPU is being taken away from us. */
-static double core_ghz(void)
-{
-	double best = 0;
-	int i;
-
-	for (i = 0; i < 20; i++) {	/* best of 20 x 2M iterations */
-		uint64_t n = 2000000, t0, t1;
-
-		t0 = now_ns();
-		__asm__ volatile("1: dec %0\n\tjnz 1b" : "+r"(n));
-		t1 = now_ns();
-		if (2000000.0 / (double)(t1 - t0) > best)
-			best = 2000000.0 / (double)(t1 - t0);
-	}
-	return best;
-}
-
-static void calibrate(void)
-{
-	static uint64_t w[20001];
-	uint64_t t0, n0, t1, n1;
-	int i;
-
-	n0 = now_ns();
-	t0 = __rdtsc();
-	while (now_ns() - n0 < 200000000ull)
-		;
-	n1 = now_ns();
-	t1 = __rdtsc();
-	tsc_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
-
-	for (i = 0; i < 20001; i++) {
-		uint64_t a = tsc_start();
-		uint64_t b = tsc_stop();
-		w[i] = b - a;
-	}
-	qsort(w, 20001, sizeof(w[0]), cmp_u64);
-	timer_overhead = w[10000];
-}
-
 /* ---- scenarios --------------------------------------------------------- */
 
 enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
@@ -1784,7 +1699,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	calibrate();
+	calibrate(20001);
 	ghz0 = core_ghz();
 	run_units(s, units, cqx);	/* warm-up round */
 	for (r = 0; r < rounds; r++)

@@ -31,7 +31,7 @@ mkdir -p "$BUILD"
 # -no-pie so that the addresses the harness prints match `nm`.
 gcc -O2 -g -no-pie -Wall \
     -I"$BUILD/include" -I"$RDMA_CORE_SRC/kernel-headers" -I"$RDMA_CORE_SRC" \
-    -I"$RDMA_CORE_SRC/providers/mlx5" \
+    -I"$RDMA_CORE_SRC/providers/mlx5" -I"$here/.." \
     "$here/harness.c" -o "$BUILD/harness" \
     "$LIBDIR/libmlx5.a" "$LIBDIR/libibverbs.a" -lnl-route-3 -lnl-3 -lpthread
 

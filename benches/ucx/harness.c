@@ -56,6 +56,8 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#include "harness_common.h"
+
 /* ---- fabricated objects ------------------------------------------------ */
 #define QPN        0x000a1bu	/* arbitrary 24-bit QP number */
 /* UCX_RC_TX_QUEUE_LEN default 256 (ib_iface.c "TX_QUEUE_LEN");
@@ -414,72 +416,6 @@ static void model_cqe(uint16_t wqe_counter)
 	cq_pi++;
 }
 
-/* ---- timing ------------------------------------------------------------ */
-
-static inline uint64_t tsc_start(void)
-{
-	_mm_lfence();
-	uint64_t t = __rdtsc();
-	_mm_lfence();
-	return t;
-}
-
-static inline uint64_t tsc_stop(void)
-{
-	unsigned aux;
-	uint64_t t = __rdtscp(&aux);
-	_mm_lfence();
-	return t;
-}
-
-static double tsc_per_ns;
-static uint64_t timer_overhead;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static void calibrate(void)
-{
-	static uint64_t w[10001];
-	uint64_t t0, t1, n0, n1;
-	int i;
-
-	n0 = now_ns();
-	t0 = __rdtsc();
-	while (now_ns() - n0 < 200000000ull)
-		;
-	n1 = now_ns();
-	t1 = __rdtsc();
-	tsc_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
-	for (i = 0; i < 10001; i++) {
-		uint64_t a = tsc_start();
-		uint64_t b = tsc_stop();
-
-		w[i] = b - a;
-	}
-	qsort(w, 10001, sizeof(w[0]), cmp_u64);
-	timer_overhead = w[5000];
-}
-
 /* ---- scenarios --------------------------------------------------------- */
 
 static uct_iov_t iov;
@@ -714,7 +650,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	calibrate();
+	calibrate(10001);
 	ghz_tsc = tsc_per_ns;
 	run_units(scen, units, 0);	/* warm-up round */
 	for (r = 0; r < rounds; r++)

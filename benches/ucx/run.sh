@@ -53,7 +53,7 @@ archflags=$(sed -n 's/^BASE_CFLAGS = //p' "$L/uct/ib/mlx5/Makefile" | head -1 | 
 echo "harness: gcc -O3 -g $archflags"
 libdirs="$L/uct/ib/mlx5/.libs:$L/uct/ib/.libs:$L/uct/.libs:$L/ucs/.libs:$L/ucm/.libs"
 # shellcheck disable=SC2086
-gcc -O3 -g $archflags -Wall -I"$UCX_BUILD" -I"$UCX_SRC/src" -I"$UCX_BUILD/src" \
+gcc -O3 -g $archflags -Wall -I"$UCX_BUILD" -I"$UCX_SRC/src" -I"$UCX_BUILD/src" -I"$here/.." \
     "$here/harness.c" -o "$BUILD/harness" \
     -L"$L/uct/ib/mlx5/.libs" -L"$L/uct/ib/.libs" -L"$L/uct/.libs" \
     -L"$L/ucs/.libs" -L"$L/ucm/.libs" \
