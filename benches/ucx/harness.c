@@ -139,6 +139,20 @@ static const struct {
 static enum scen scen;
 static unsigned (*progress_fn)(void *arg);
 
+/* One of the iface's CQs (`dir`) of `len` 64-byte CQEs with number `cqn`,
+ * buffer and doorbell record in heap memory, as UCX's own
+ * uct_ib_mlx5_init_cq_common / uct_ib_mlx5_fill_cq_buf leave a DEVX CQ. */
+static void fabricate_cq(int dir, unsigned len, unsigned cqn, uint8_t **buf,
+			 volatile uint32_t **dbrec)
+{
+	*buf = zalloc(4096, len * 64);
+	*dbrec = zalloc(64, 64);
+	uct_ib_mlx5_init_cq_common(&iface->cq[dir], len, 64, cqn, *buf, NULL,
+				   *dbrec, 0);
+	uct_ib_mlx5_fill_cq_buf(&iface->cq[dir], len);
+	iface->cq[dir].type = UCT_IB_MLX5_OBJ_TYPE_DEVX;
+}
+
 static void fabricate(uct_ib_mlx5_mmio_mode_t mode)
 {
 	uct_ib_mlx5_txwq_t *wq;
@@ -196,19 +210,9 @@ static void fabricate(uct_ib_mlx5_mmio_mode_t mode)
 
 	/* TX CQ: 4096 x 64-byte CQEs (UCX_IB_TX_INLINE_RESP 0), no zip
 	 * (TX_CQE_ZIP_ENABLE "no"), as uct_ib_mlx5_devx_create_cq leaves it */
-	txcq_buf = zalloc(4096, TX_CQ_LEN * 64);
-	txcq_dbrec = zalloc(64, 64);
-	uct_ib_mlx5_init_cq_common(&iface->cq[UCT_IB_DIR_TX], TX_CQ_LEN, 64,
-				   0x42, txcq_buf, NULL, txcq_dbrec, 0);
-	uct_ib_mlx5_fill_cq_buf(&iface->cq[UCT_IB_DIR_TX], TX_CQ_LEN);
-	iface->cq[UCT_IB_DIR_TX].type = UCT_IB_MLX5_OBJ_TYPE_DEVX;
+	fabricate_cq(UCT_IB_DIR_TX, TX_CQ_LEN, 0x42, &txcq_buf, &txcq_dbrec);
 	/* RX CQ (progress32 polls it first, finds it empty) */
-	rxcq_buf = zalloc(4096, RX_CQ_LEN * 64);
-	rxcq_dbrec = zalloc(64, 64);
-	uct_ib_mlx5_init_cq_common(&iface->cq[UCT_IB_DIR_RX], RX_CQ_LEN, 64,
-				   0x43, rxcq_buf, NULL, rxcq_dbrec, 0);
-	uct_ib_mlx5_fill_cq_buf(&iface->cq[UCT_IB_DIR_RX], RX_CQ_LEN);
-	iface->cq[UCT_IB_DIR_RX].type = UCT_IB_MLX5_OBJ_TYPE_DEVX;
+	fabricate_cq(UCT_IB_DIR_RX, RX_CQ_LEN, 0x43, &rxcq_buf, &rxcq_dbrec);
 	iface->rx.pref_ptr = rx_pref;
 	/* RX_MAX_BATCH default 16; srq.available 0: every receive posted */
 	iface->super.super.config.rx_max_batch = 16;
