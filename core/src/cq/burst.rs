@@ -114,7 +114,7 @@
 use super::completion::{write_req_wc, write_resp_wc};
 use super::mem::{
     store_summary, CqeCopy, PlainFields, Run, SizedRing, FIELDS_COUNTER, FIELDS_IDS, FIELDS_OPCODE,
-    OP_OWN, VALIDITY,
+    FIELDS_QUEUE, OP_OWN, VALIDITY,
 };
 use super::zip::{self, Fused, ScalarWriter, Session, SummaryWriter, Unzip};
 use super::{
@@ -413,7 +413,8 @@ impl Cq {
             // loops test a unit error; see `burst_loop`).
             let mut failed = None;
             let decoded = if b0 >> 4 == OP_REQ {
-                group.decode_plain::<FIELDS_IDS, _, ()>(&mut out[n..], |f, slot| {
+                // (The opcode is `b0`'s; the row comes from the send opcode.)
+                group.decode_plain::<FIELDS_QUEUE, _, ()>(&mut out[n..], |f, slot| {
                     let wq = WqRef {
                         qpn: f.sop_drop_qpn.qpn(),
                         srqn_uidx: f.srqn_uidx.srqn_uidx(),
@@ -937,19 +938,22 @@ impl Cq {
                             )
                             .map_err(|(_, never)| match never {})
                     } else if b0 >> 4 == OP_REQ {
-                        // (One opcode per group: the send queue's lookup
-                        // alone in the loop, or the receive queue's.)
-                        group.decode_plain::<FIELDS_IDS, _, ()>(&mut out[n..], |f, slot| {
+                        // (One opcode per group, `b0`'s: the send queue's
+                        // lookup alone in the loop, or the receive queue's;
+                        // the summaries' upper half from `b0`, built once.)
+                        let hi = regular_high_word(0, b0);
+                        group.decode_plain::<FIELDS_QUEUE, _, ()>(&mut out[n..], |f, slot| {
                             let wr_id = resolve_plain_as::<W, true>(wqs, &f)
                                 .map_err(|e| failed = Some(e))?;
-                            store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
+                            store_summary(slot, wr_id, hi | u64::from(f.byte_cnt));
                             Ok(())
                         })
                     } else {
-                        group.decode_plain::<FIELDS_IDS, _, ()>(&mut out[n..], |f, slot| {
+                        let hi = regular_high_word(0, b0);
+                        group.decode_plain::<FIELDS_QUEUE, _, ()>(&mut out[n..], |f, slot| {
                             let wr_id = resolve_plain_as::<W, false>(wqs, &f)
                                 .map_err(|e| failed = Some(e))?;
-                            store_summary(slot, wr_id, regular_high_word(f.byte_cnt, f.op_own));
+                            store_summary(slot, wr_id, hi | u64::from(f.byte_cnt));
                             Ok(())
                         })
                     };

@@ -1127,8 +1127,12 @@ const UNROLL: usize = 8;
 pub(crate) const FIELDS_COUNTER: u8 = 0;
 /// [`Run::decode_plain`]: also `op_own`.
 pub(crate) const FIELDS_OPCODE: u8 = 1;
-/// [`Run::decode_plain`]: also `op_own`, `sop_drop_qpn` and `srqn_uidx`.
-pub(crate) const FIELDS_IDS: u8 = 2;
+/// [`Run::decode_plain`]: also `sop_drop_qpn` and `srqn_uidx` (not
+/// `op_own`: a caller that fixed the run's opcode from its scanned
+/// ownership byte needs no second copy of it).
+pub(crate) const FIELDS_QUEUE: u8 = 2;
+/// [`Run::decode_plain`]: `op_own`, `sop_drop_qpn` and `srqn_uidx`.
+pub(crate) const FIELDS_IDS: u8 = FIELDS_OPCODE | FIELDS_QUEUE;
 
 #[cfg(test)]
 impl CqeCopy {
@@ -1152,7 +1156,7 @@ pub(crate) struct PlainFields {
     pub(crate) byte_cnt: u32,
     /// `wqe_counter`.
     pub(crate) wqe_counter: u16,
-    /// `op_own` (0 with [`FIELDS_COUNTER`]).
+    /// `op_own` (0 unless [`FIELDS_OPCODE`] was asked for).
     pub(crate) op_own: u8,
     /// `sop_drop_qpn` (0 unless the queues were asked for).
     pub(crate) sop_drop_qpn: SopDropQpn,
@@ -1299,10 +1303,10 @@ impl<const S: usize> Run<S> {
 
     /// Copies the fields of a plain completion from each of the first
     /// `out.len()` entries (at most `len`), each field once (volatile
-    /// loads: `byte_cnt` and `wqe_counter`; with [`FIELDS_OPCODE`] or
-    /// [`FIELDS_IDS`] `op_own` too, in one load with `wqe_counter`; with
-    /// [`FIELDS_IDS`] also `sop_drop_qpn` and `srqn_uidx`), and hands them
-    /// with the matching slot of `out` to `f`, in order. Stops at the first error, returning
+    /// loads: `byte_cnt` and `wqe_counter`; with [`FIELDS_OPCODE`] `op_own`
+    /// too, in one load with `wqe_counter`; with [`FIELDS_QUEUE`]
+    /// `sop_drop_qpn` and `srqn_uidx`), and hands them with the matching
+    /// slot of `out` to `f`, in order. Stops at the first error, returning
     /// its index. The caller read the entries' ownership bytes and issued
     /// the from-device barrier.
     #[inline(always)]
@@ -1321,7 +1325,7 @@ impl<const S: usize> Run<S> {
             // `RING_ALIGN`-aligned base); any bits are a valid integer.
             unsafe {
                 let be32 = |off: usize| u32::from_be(cqe.add(off).cast::<u32>().read_volatile());
-                let (wqe_counter, op_own) = if FIELDS == FIELDS_COUNTER {
+                let (wqe_counter, op_own) = if FIELDS & FIELDS_OPCODE == 0 {
                     let w = cqe.add(WQE_COUNTER).cast::<u16>().read_volatile();
                     (u16::from_be(w), 0)
                 } else {
@@ -1329,7 +1333,13 @@ impl<const S: usize> Run<S> {
                     let tail = be32(WQE_COUNTER);
                     ((tail >> 16) as u16, tail as u8)
                 };
-                let ids = |off: usize| Be32::new(if FIELDS == FIELDS_IDS { be32(off) } else { 0 });
+                let ids = |off: usize| {
+                    Be32::new(if FIELDS & FIELDS_QUEUE != 0 {
+                        be32(off)
+                    } else {
+                        0
+                    })
+                };
                 PlainFields {
                     byte_cnt: be32(BYTE_CNT),
                     wqe_counter,
