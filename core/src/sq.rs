@@ -423,8 +423,9 @@ pub enum PostError {
 /// Why [`SendQueue::new`] refused its parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SqConfigError {
-    /// `wqe_cnt` is not a power of two, or the ring is larger than the
-    /// address space.
+    /// `wqe_cnt` is not a power of two, is above 65536 (the 16-bit WQE
+    /// counters, [`crate::prm::WQ_PI_MASK`], could not name every WQEBB),
+    /// or the ring is larger than the address space.
     BadWqeCount,
     /// The shadow has fewer entries than `wqe_cnt`.
     ShadowTooSmall,
@@ -674,7 +675,12 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         if Q::TYPE.is_some_and(|t| t != config.qp_type) {
             return Err(SqConfigError::QpTypeMismatch);
         }
-        let size = RingSize::new(raw.wqe_cnt).ok_or(SqConfigError::BadWqeCount)?;
+        // (The control segment's WQE index, the doorbell record's producer
+        // counter and a completion's `wqe_counter` are 16 bits: a larger
+        // ring cannot be driven, and `check_counter` relies on the bound.)
+        let size = RingSize::new(raw.wqe_cnt)
+            .filter(|s| s.mask() <= crate::prm::WQ_PI_MASK)
+            .ok_or(SqConfigError::BadWqeCount)?;
         let ring_len = (raw.wqe_cnt as usize)
             .checked_mul(SEND_WQE_BB)
             .ok_or(SqConfigError::BadWqeCount)?;
@@ -1383,7 +1389,14 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
     fn check_counter(&self, wqe_counter: u16) -> Result<(u32, SqShadowEntry), RetireError> {
         let dist = u32::from(wqe_counter.wrapping_sub(self.ci as u16));
         let flight = self.outstanding();
-        let slot = (self.ci.wrapping_add(dist) & self.mask) as usize;
+        // The slot from the counter alone: `ci + dist` and `wqe_counter`
+        // agree in their low 16 bits, and `mask < 2^16` (the constructor
+        // refused larger rings), so they name the same slot. Not through
+        // `ci`: the load of the entry, whose size gives the next `ci`, then
+        // does not wait for the previous completion's (a burst of
+        // requester completions is a chain through `ci` otherwise).
+        let slot = (u32::from(wqe_counter) & self.mask) as usize;
+        debug_assert_eq!(slot, (self.ci.wrapping_add(dist) & self.mask) as usize);
         debug_assert!(slot < self.shadow.len());
         // SAFETY: `slot <= mask = wqe_cnt - 1`, and the constructor refused
         // a shadow of fewer than `wqe_cnt` entries (`ShadowTooSmall`); the

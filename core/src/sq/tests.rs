@@ -1128,6 +1128,15 @@ fn constructor_checks_its_parts() {
         SendQueue::<DoorbellOnly>::new(raw, cfg(QpType::Rc), &mut lent.shadow, &mut lent.staging)
     };
     assert_eq!(r.err(), Some(SqConfigError::BadWqeCount));
+    // A power of two above the 16-bit WQE counters' range: refused first,
+    // before the size of its parts is looked at (`mem` holds 16 WQEBBs).
+    let mut raw = mem.raw();
+    raw.wqe_cnt = 1 << 17;
+    // SAFETY: refused before any access.
+    let r = unsafe {
+        SendQueue::<DoorbellOnly>::new(raw, cfg(QpType::Rc), &mut lent.shadow, &mut lent.staging)
+    };
+    assert_eq!(r.err(), Some(SqConfigError::BadWqeCount));
     let mut c = cfg(QpType::Rc);
     c.qpn = 1 << 24;
     // SAFETY: as above.
