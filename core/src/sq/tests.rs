@@ -1037,6 +1037,48 @@ fn retire_checks_counters_and_frees_wqebbs() {
     assert_eq!(sq.free_wqebbs(), 16);
 }
 
+/// The largest ring the 16-bit counters can drive (65536 WQEBBs) is
+/// accepted, and its completions retire across the counters' wrap: the
+/// shadow slot is `wqe_counter & mask`, here the whole counter, while the
+/// queue's own counters are two passes ahead of it.
+#[test]
+#[cfg_attr(miri, ignore = "a 4 MiB ring and staging area: slow under miri")]
+fn largest_ring_retires_across_the_counter_wrap() {
+    let mem = Mem::new(1 << 16);
+    let mut lent = Lent::new(1 << 16);
+    let mut c = cfg(QpType::Rc);
+    c.start_pi = 0x2_fffe;
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, c);
+    let mut b = sq.start();
+    b.send(10).unwrap().post().unwrap(); // 0xfffe, 1 WQEBB
+    b.send(11).unwrap().inline_data(&FRAME).unwrap(); // 0xffff, 2 WQEBBs
+    b.send(12).unwrap().signaled().post().unwrap(); // 0x0001
+    b.complete();
+    assert_eq!(sq.outstanding(), 4);
+    // The second WQE's first WQEBB is the ring's last slot.
+    assert_eq!(be32(&mem.ring(), 0xffff * 64) >> 8, 0xffff);
+    assert_eq!(
+        sq.retire(0x0000),
+        Err(RetireError::NotWqeStart { wqe_counter: 0 })
+    );
+    assert_eq!(
+        sq.retire(0xffff),
+        Ok(Retired {
+            wr_id: 11,
+            wqebbs: 3
+        })
+    );
+    assert_eq!(
+        sq.retire(0x0001),
+        Ok(Retired {
+            wr_id: 12,
+            wqebbs: 1
+        })
+    );
+    assert_eq!(sq.outstanding(), 0);
+    assert_eq!(sq.free_wqebbs(), 1 << 16);
+}
+
 #[test]
 fn queue_never_overwrites_unretired_wqes() {
     let mem = Mem::new(4);
