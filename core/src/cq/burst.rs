@@ -658,6 +658,9 @@ impl Cq {
         if M == BASIC && W::WR_ID_IS_WQE_COUNTER {
             return self.burst_basic::<S, W, D>(ring, d, wqs, out);
         }
+        if M == NO_ZIP && W::WR_ID_IS_WQE_COUNTER {
+            return self.burst_counters::<S, W, D>(ring, d, wqs, out);
+        }
         let start = self.ci;
         let mut n = 0;
         let mut result = Ok(());
@@ -926,17 +929,8 @@ impl Cq {
                         // usual group of short sessions.)
                         Ok(())
                     } else if W::WR_ID_IS_WQE_COUNTER {
-                        let hi = regular_high_word(0, b0);
-                        group
-                            .decode_plain::<FIELDS_COUNTER, _, Infallible>(
-                                &mut out[n..],
-                                |f, slot| {
-                                    let wr_id = u64::from(f.wqe_counter);
-                                    store_summary(slot, wr_id, hi | u64::from(f.byte_cnt));
-                                    Ok(())
-                                },
-                            )
-                            .map_err(|(_, never)| match never {})
+                        counter_group(group, b0, &mut out[n..]);
+                        Ok(())
                     } else if b0 >> 4 == OP_REQ {
                         // (One opcode per group, `b0`'s: the send queue's
                         // lookup alone in the loop, or the receive queue's;
@@ -1006,6 +1000,61 @@ impl Cq {
             }
         }
         (n, Ok(()))
+    }
+
+    /// [`Self::burst_in`] on a CQ without compression, wr_id = the reported
+    /// `wqe_counter` (the DPDK-style receive path): the first group of plain
+    /// entries of one ownership byte from the consumer index (the usual
+    /// call: it fills `out` or empties the CQ), decoded here with the
+    /// set-up it needs and nothing else; whatever follows it (an entry of
+    /// another kind or byte, the ring's end) in [`Self::burst_loop`], out
+    /// of line (the writer's [`SummaryWriter::burst_loop`], which reads
+    /// the ownership byte of the entry that ended the group again: owned
+    /// once, it stays owned until the consumer index passes it). The same
+    /// completions, consumer index, doorbell writes and errors as the loop
+    /// alone (`burst_matches_poll_on_random_streams`); about 40
+    /// instructions less per call than the loop's set-up.
+    #[inline(always)]
+    fn burst_counters<const S: usize, W: WorkQueues, D: SummaryWriter>(
+        &mut self,
+        ring: SizedRing<S>,
+        d: D,
+        wqs: &mut W,
+        out: &mut [CompletionSummary],
+    ) -> Result<usize, PollError> {
+        let start = self.ci;
+        let max = out.len();
+        let run = ring.run(start, max);
+        let class = &CLASSES[usize::from(self.cfg.striding_rq)]
+            [usize::from(start & self.size.entries() != 0)];
+        // Steps 1 to 3 of `burst_loop`, for its first group.
+        let Some((b0, k, stop)) = run.scan_same::<OP_OWN>(|b| class[usize::from(b)] == PLAIN)
+        else {
+            return Ok(0);
+        };
+        if k > 0 {
+            barrier::from_device();
+            counter_group(run.prefix(k), b0, out);
+            self.ci = start.wrapping_add(k as u32);
+        }
+        let mut n = k;
+        let done = match stop {
+            // `out` is full (a run cut by the ring's end goes on).
+            None => n == max,
+            // The CQ is empty.
+            Some(b) => class[usize::from(b)] == NOT_OWNED,
+        };
+        let mut result = Ok(());
+        if !done {
+            let (k, r) = d.burst_loop::<NO_ZIP, S, W>(self, wqs, &mut out[n..]);
+            n += k;
+            result = r;
+        }
+        // As `poll_in`: publish whatever was consumed, error or not.
+        if self.ci != start {
+            self.update_ci();
+        }
+        result.map(|()| n)
     }
 
     /// Basic layout, wr_id = `wqe_counter`, no session open, `out` not
@@ -2385,6 +2434,22 @@ fn copy_few(dst: &mut [CompletionSummary], src: &[CompletionSummary]) {
         }
     } else if let (Some(d), Some(s)) = (dst.first_mut(), src.first()) {
         *d = *s;
+    }
+}
+
+/// Step 3 of [`Cq::burst_loop`] with wr_id = the reported `wqe_counter`:
+/// the summaries of `group`, plain entries whose ownership bytes were all
+/// `b0` (read, then the from-device barrier), into `out`; their upper
+/// half from `b0`, built once.
+#[inline(always)]
+fn counter_group<const S: usize>(group: Run<S>, b0: u8, out: &mut [CompletionSummary]) {
+    let hi = regular_high_word(0, b0);
+    let r = group.decode_plain::<FIELDS_COUNTER, _, Infallible>(out, |f, slot| {
+        store_summary(slot, u64::from(f.wqe_counter), hi | u64::from(f.byte_cnt));
+        Ok(())
+    });
+    if let Err((_, never)) = r {
+        match never {}
     }
 }
 
