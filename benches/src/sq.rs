@@ -210,7 +210,7 @@ pub fn measured_rc_write_batch32_sge(
 
 /// Lists of 32 RDMA WRITEs posted with `SendQueue::post_rdma_write_list`,
 /// one doorbell per list; `n` is a multiple of 32. The queue uses AVX2
-/// when the CPU has it ([`leak_queue`]; [`measured_rc_write_list32_scalar`]
+/// when the CPU has it (`leak_queue`; [`measured_rc_write_list32_scalar`]
 /// is the same without).
 ///
 /// Counted: the list posts and this loop (one call per 32 WQEs). Not

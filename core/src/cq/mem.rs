@@ -1165,7 +1165,7 @@ pub(crate) struct PlainFields {
 }
 
 /// `len` consecutive entries of a [`CqRing`] (no wrap inside), from
-/// [`CqRing::run`], with the slot size `S` as a constant: the burst
+/// [`SizedRing::run`], with the slot size `S` as a constant: the burst
 /// poller walks them with constant offsets. In bounds by construction;
 /// every access is checked against `len` or iterates below it.
 #[derive(Clone, Copy, Debug)]

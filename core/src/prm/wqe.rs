@@ -388,7 +388,7 @@ pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
     Eq,
 )]
 pub struct StatRateSl {
-    /// Service level, bits [3:0] (RoCE: priority in [3:1]).
+    /// Service level, bits \[3:0\] (RoCE: priority in \[3:1\]).
     #[bits(4)]
     pub sl: u8,
     /// Static rate, bits [7:4].
@@ -397,9 +397,9 @@ pub struct StatRateSl {
 }
 
 impl StatRateSl {
-    /// The SL of a RoCE address vector: bits [3:1] (rdma-core `verbs.c`
+    /// The SL of a RoCE address vector: bits \[3:1\] (rdma-core `verbs.c`
     /// `mlx5_create_ah` writes `(sl & 7) << 1` for an Ethernet port;
-    /// PRM-FACTS §5.6). An InfiniBand AV's is [`Self::sl`], bits [3:0].
+    /// PRM-FACTS §5.6). An InfiniBand AV's is [`Self::sl`], bits \[3:0\].
     pub const fn roce_sl(self) -> u8 {
         (self.into_bits() >> 1) & 0x7
     }

@@ -201,7 +201,7 @@ fn opmod_name(opcode: SendOpcode, opmod: u8) -> Option<&'static str> {
 ///    fits the DS count) and either starts with four zero bytes (a data
 ///    segment there would have a zero byte count) or requests checksums
 ///    with software-parser offsets a packet can have (see
-///    [`swp_offsets_plausible`]; an RC send's data segment whose lkey's
+///    `swp_offsets_plausible`; an RC send's data segment whose lkey's
 ///    top byte reads as checksum flags has its byte count there) → `raw`.
 /// 6. Otherwise `rc`.
 pub fn infer_qp_type(bytes: &[u8]) -> (QpType, &'static str) {
