@@ -7,10 +7,10 @@
  * It holds the rdtsc window (tsc_start / tsc_stop), the clock
  * (now_ns), the qsort comparators (cmp_u64, cmp_dbl), the TSC calibration
  * (calibrate, setting tsc_per_ns and timer_overhead) and the dec/jnz core
- * clock estimate (core_ghz).  Only code that is the same in every harness
- * that uses it is here; each harness keeps its own CHECK / die / zalloc
- * (their failure paths differ: the DPDK harnesses abort, which their
- * self-tests rely on, the others exit(2)).
+ * clock estimate (core_ghz).  A harness that defines HARNESS_EXIT_ON_FAILURE
+ * before including it (libmlx5, UCX) also gets die / CHECK / zalloc, which
+ * exit(2) / exit(1) on failure; the DPDK harnesses keep their own, which
+ * abort (their self-tests rely on it).
  *
  * Everything is static: each harness is one translation unit.
  */
@@ -21,6 +21,41 @@
 #include <stdlib.h>
 #include <time.h>
 #include <x86intrin.h>
+
+#ifdef HARNESS_EXIT_ON_FAILURE
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "harness: CHECK FAILED: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(2);
+}
+
+#define CHECK(cond, ...) do { if (!(cond)) die(__VA_ARGS__); } while (0)
+
+static void *zalloc(size_t align_to, size_t size)
+{
+	void *p;
+
+	size = (size + align_to - 1) / align_to * align_to;
+	p = aligned_alloc(align_to, size);
+	if (!p) {
+		perror("aligned_alloc");
+		exit(1);
+	}
+	memset(p, 0, size);
+	return p;
+}
+#endif /* HARNESS_EXIT_ON_FAILURE */
 
 static inline uint64_t tsc_start(void)
 {

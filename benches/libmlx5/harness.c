@@ -74,6 +74,7 @@
 #include <infiniband/verbs.h>
 #include "mlx5.h"
 #include "wqe.h"
+#define HARNESS_EXIT_ON_FAILURE
 #include "harness_common.h"
 
 /* ---- libmlx5.a entry points (global symbols, prefixed by Debian's build) */
@@ -151,35 +152,6 @@ static unsigned eth_inl;	/* ctx->eth_min_inline_size of SK_RAW */
 static struct mlx5_ah *ah;	/* SK_UD: the address handle */
 static uint8_t inl_bufs[32][INL_LEN] __attribute__((aligned(64)));
 static uint8_t frames[32][ETH_LEN] __attribute__((aligned(64)));
-
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "harness: CHECK FAILED: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(2);
-}
-
-#define CHECK(cond, ...) do { if (!(cond)) die(__VA_ARGS__); } while (0)
-
-static void *zalloc(size_t align_to, size_t size)
-{
-	void *p;
-
-	size = (size + align_to - 1) / align_to * align_to;
-	p = aligned_alloc(align_to, size);
-	if (!p) {
-		perror("aligned_alloc");
-		exit(1);
-	}
-	memset(p, 0, size);
-	return p;
-}
 
 static void fabricate(int cqe_version, int prefer_bf)
 {

@@ -56,6 +56,7 @@
 #include <time.h>
 #include <x86intrin.h>
 
+#define HARNESS_EXIT_ON_FAILURE
 #include "harness_common.h"
 
 /* ---- fabricated objects ------------------------------------------------ */
@@ -91,35 +92,6 @@ static uct_ib_mem_t *memh;
 static uct_rc_mlx5_base_ep_t **ep_slot;	/* iface->super.eps[] row */
 static uint8_t short_bufs[32][SHORT_LEN] __attribute__((aligned(64)));
 static uint8_t rx_pref[64] __attribute__((aligned(64)));
-
-static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	fprintf(stderr, "harness: CHECK FAILED: ");
-	vfprintf(stderr, fmt, ap);
-	fprintf(stderr, "\n");
-	va_end(ap);
-	exit(2);
-}
-
-#define CHECK(cond, ...) do { if (!(cond)) die(__VA_ARGS__); } while (0)
-
-static void *zalloc(size_t align_to, size_t size)
-{
-	void *p;
-
-	size = (size + align_to - 1) / align_to * align_to;
-	p = aligned_alloc(align_to, size);
-	if (!p) {
-		perror("aligned_alloc");
-		exit(1);
-	}
-	memset(p, 0, size);
-	return p;
-}
 
 enum scen { S_ZCOPY_BF, S_ZCOPY_DB, S_SHORT_BF, S_SHORT_DB, S_POLL_TX, S_PROGRESS };
 
