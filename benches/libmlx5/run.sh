@@ -47,16 +47,10 @@ echo "cq_ex ops, IBV_CREATE_CQ_ATTR_SINGLE_THREADED: $ST_START / $ST_NEXT / $ST_
 echo "cq_ex ops, default flags:                      $DF_START / $DF_NEXT / $DF_END"
 echo "cq_ex read_byte_len op (IBV_WC_STANDARD_FLAGS):  $ST_BYTE_LEN"
 
-cg_ir() {   # scenario outfile toggles...
-    scen=$1; out=$2; shift 2
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$@" \
-        "$BUILD/harness" "$scen" count "$UNITS" > "$out.stdout" 2> "$out.stderr" ||
-        { cat "$out.stderr" "$out.stdout" >&2; echo "callgrind run failed" >&2; exit 1; }
-    grep -q 'checks=OK' "$out.stdout" || { cat "$out.stdout" >&2; exit 1; }
-    ir=$(sed -n 's/^totals: *//p; s/^summary: *//p' "$out" | head -1)
-    mu=$(sed -n 's/.*measured_units=\([0-9]*\).*/\1/p' "$out.stdout")
-    awk -v ir="$ir" -v u="$mu" 'BEGIN { printf "%.2f Ir/unit (%d Ir / %d units)", ir / u, ir, u }'
-}
+# cg_ir SCENARIO OUTFILE TOGGLES...: the harness under callgrind
+# (benches/harness_common.sh).
+CG_SUFFIX=""
+. "$here/../harness_common.sh"
 
 for scen in $SCENARIOS; do
     case $scen in
