@@ -1033,6 +1033,7 @@ impl Cq {
             return Ok(0);
         };
         if k > 0 {
+            // Every read of the group's bodies after its ownership bytes.
             barrier::from_device();
             counter_group(run.prefix(k), b0, out);
             self.ci = start.wrapping_add(k as u32);
