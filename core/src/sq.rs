@@ -148,7 +148,7 @@ mod shared_bf;
 #[cfg(not(loom))]
 mod tests;
 
-pub use batch::{Batch, FrameSge, Sge, Wr};
+pub use batch::{Batch, FrameSge, MwBind, MwType, Sge, Wr};
 pub use doorbell::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy};
 pub use kind::{AnyQp, QpKind, RawPacketQp, RcQp, UcQp, UdQp, XrcQp};
 pub use list::{RdmaWr, SendWr};
@@ -162,6 +162,7 @@ use core::ptr::NonNull;
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
 use crate::cpu::Avx2;
+use crate::cq::WcOpcode;
 use crate::index::{in_flight, RingSize};
 use crate::mmio::{DeviceWord, Register};
 use crate::prm::{Av, QpnDs, SEND_WQE_BB, SEND_WQE_MAX_WQEBBS, WQE_CTRL_CQ_UPDATE};
@@ -304,8 +305,10 @@ pub struct SqShadowEntry {
     wr_id: u64,
     /// `index` (bits 0..16: the 16-bit WQEBB counter of the WQE starting
     /// here), `wqebbs` (bits 16..24: its WQEBBs, 0 if no WQE starts here),
-    /// `flags` (bits 24..32: `SHADOW_SIGNALED`, `SHADOW_CQE`); bits 32..64
-    /// are zero.
+    /// `flags` (bits 24..32: `SHADOW_SIGNALED`, `SHADOW_CQE`), the
+    /// completion opcode recorded at post time (bits 32..40: an
+    /// `ibv_wc_opcode` below 256, 0 for none: libmlx5 `sq.wr_data`); bits
+    /// 40..64 are zero.
     meta: u64,
 }
 
@@ -315,6 +318,8 @@ const META_INDEX_SHIFT: u32 = 0;
 const META_WQEBBS_SHIFT: u32 = 16;
 /// Position of `flags` in [`SqShadowEntry::meta`].
 const META_FLAGS_SHIFT: u32 = 24;
+/// Position of the recorded completion opcode in [`SqShadowEntry::meta`].
+const META_WR_OPCODE_SHIFT: u32 = 32;
 
 const SHADOW_SIGNALED: u8 = 1 << 0;
 const SHADOW_CQE: u8 = 1 << 1;
@@ -348,9 +353,28 @@ impl SqShadowEntry {
         Self { wr_id, meta }
     }
 
+    /// The entry with `op` recorded as its completion opcode: the one
+    /// a completion of a UMR WQE reports (libmlx5 records `IBV_WC_LOCAL_INV`
+    /// and `IBV_WC_BIND_MW` in `sq.wr_data` and `handle_good_req` reports
+    /// it, since the CQE's UMR opcode names neither).
+    #[inline(always)]
+    pub(crate) const fn with_wr_opcode(mut self, op: WcOpcode) -> Self {
+        self.meta |= ((op.raw() & 0xff) as u64) << META_WR_OPCODE_SHIFT;
+        self
+    }
+
     /// The work request id posted in this slot.
     pub fn wr_id(&self) -> u64 {
         self.wr_id
+    }
+    /// The completion opcode recorded at post time for a WQE whose CQE
+    /// opcode cannot name it (a local invalidate, a memory-window bind);
+    /// `None` for every other WQE.
+    pub fn wr_opcode(&self) -> Option<WcOpcode> {
+        match (self.meta >> META_WR_OPCODE_SHIFT) as u8 {
+            0 => None,
+            raw => WcOpcode::from_raw(raw.into()),
+        }
     }
     /// WQE index (16-bit WQEBB counter) of the WQE starting in this slot.
     pub fn index(&self) -> u16 {
@@ -418,6 +442,9 @@ pub enum PostError {
     MissingXrcSrqn,
     /// The WQE would exceed 63 DS (1008 bytes).
     WqeTooLarge,
+    /// A memory-window bind longer than 2 GiB ([`MwBind::MAX_LENGTH`]:
+    /// one KLM; libmlx5 refuses it with `EOPNOTSUPP`).
+    BindTooLong,
 }
 
 /// Why [`SendQueue::new`] refused its parts.
@@ -465,6 +492,10 @@ pub struct Retired {
     pub wr_id: u64,
     /// WQEBBs returned to the free pool.
     pub wqebbs: u32,
+    /// The completion opcode recorded for that WQE when it was posted
+    /// ([`SqShadowEntry::wr_opcode`]): what [`crate::cq::SendRetired`]
+    /// passes on, for the CQE's UMR opcode.
+    pub wr_opcode: Option<WcOpcode>,
 }
 
 /// One retired work request, as [`SendQueue::retire_each`] reports it.
@@ -1434,6 +1465,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         Ok(Retired {
             wr_id: entry.wr_id,
             wqebbs: freed,
+            wr_opcode: entry.wr_opcode(),
         })
     }
 
@@ -1471,6 +1503,7 @@ impl<'a, P: DoorbellPolicy, Q: QpKind> SendQueue<'a, P, Q> {
         Ok(Retired {
             wr_id: entry.wr_id,
             wqebbs: freed,
+            wr_opcode: entry.wr_opcode(),
         })
     }
 }

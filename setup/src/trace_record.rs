@@ -544,7 +544,7 @@ impl WorkQueues for RawSq {
             .map_err(|_| LookupError::NotInFlight)?;
         Ok(SendRetired {
             wr_id: r.wr_id,
-            wr_opcode: None,
+            wr_opcode: r.wr_opcode,
         })
     }
 

@@ -278,8 +278,9 @@ fn an_opcode_past_driver1_is_refused_in_its_turn() {
     let o = run(&base("rc"), "op=send sge=1:1:1\nop=bogus sge=1:1:1\n");
     assert_bad_line(&o, 2, "unknown name");
     assert!(o.stdout.is_empty());
-    let o = run(&base("rc"), "op=8\n");
-    assert_bad_line(&o, 1, "BIND_MW is not built");
+    let by_number = json_lines(&run(&base("rc"), "op=8 mw_rkey=0x100 rkey=0x1ff\n"));
+    let by_name = json_lines(&run(&base("rc"), "op=bind_mw mw_rkey=0x100 rkey=0x1ff\n"));
+    assert_eq!(by_number, by_name, "op=8 is IBV_WR_BIND_MW");
 
     // IBV_WR_DRIVER1 (11) is posted as libmlx5 posts it: a send's segments
     // under the UMR opcode (0x25).
@@ -295,6 +296,66 @@ fn an_opcode_past_driver1_is_refused_in_its_turn() {
         (&s[..6], &s[8..]),
         "the rest is the send's"
     );
+}
+
+/// `op=bind_mw`: the UMR WQE of a memory-window bind (3 WQEBBs with its
+/// KLM, 2 for an unbind), the window's rkey in the immediate, the range
+/// and key in the KLM; the next WQE is fenced. A window over 2 GiB is
+/// refused with EOPNOTSUPP after the work requests before it; a bad
+/// `mw_type=`, `bind=` or `access=` is bad input; a UD QP refuses it.
+#[test]
+fn bind_mw_lines() {
+    let input = "op=bind_mw wr_id=7 mw_rkey=0x11223344 rkey=0x556677a9 \
+                 bind=0x7f0012345000:4096:0xbadcafe access=remote_read,remote_write\n\
+                 op=bind_mw mw_rkey=0x11223344 rkey=0x55667700 mw_type=1\n\
+                 op=send sge=1:1:1\n";
+    let v = json_lines(&run(&base("rc"), input));
+    assert_shapes(&v);
+    let hex = |i: usize| v[i]["hex"].as_str().unwrap().to_string();
+    assert_eq!(
+        (v[0]["wqebbs"].as_u64(), v[0]["ds"].as_u64()),
+        (Some(3), Some(12))
+    );
+    assert_eq!(
+        (v[1]["wqebbs"].as_u64(), v[1]["ds"].as_u64()),
+        (Some(2), Some(8))
+    );
+    let bind = hex(0);
+    assert_eq!(&bind[6..8], "25", "UMR opcode");
+    assert_eq!(&bind[24..32], "11223344", "imm: the window's rkey");
+    assert_eq!(
+        &bind[32..34],
+        "b0",
+        "inline, check free, translation offset"
+    );
+    // The mkey context: remote read and write, QPN 0x000123 and variant a9.
+    assert_eq!(&bind[128 + 4..128 + 6], "30");
+    assert_eq!(&bind[128 + 8..128 + 16], "000123a9");
+    // The KLM: 4096 bytes of lkey 0x0badcafe at 0x7f0012345000.
+    assert_eq!(&bind[256..288], "000010000badcafe00007f0012345000");
+    let unbind = hex(1);
+    assert_eq!(&unbind[32..34], "90", "type 1: inline, translation offset");
+    assert_eq!(&unbind[128..130], "40", "free");
+    assert_eq!(&unbind[128 + 8..128 + 16], "ffffff00");
+    assert_eq!(&hex(2)[22..24], "20", "the send after the binds is fenced");
+
+    let o = run(
+        &base("rc"),
+        "op=send sge=1:1:1\nop=bind_mw bind=0:0x80000001:1\n",
+    );
+    assert_refused(&o, 2, "EOPNOTSUPP", "a window over 2 GiB");
+    assert_eq!(stdout(&o).lines().count(), 2, "the send and its doorbell");
+    for bad in [
+        "op=bind_mw mw_type=3",
+        "op=bind_mw bind=1:2",
+        "op=bind_mw access=remote_bogus",
+    ] {
+        let o = run(&base("rc"), &format!("{bad}\n"));
+        assert_bad_line(&o, 1, bad);
+        assert!(o.stdout.is_empty(), "{bad}");
+    }
+    let o = run(&base("ud"), "op=bind_mw remote_qpn=1 av=00\n");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 /// More SGEs than `--max-sge` are refused with ENOMEM (libmlx5's

@@ -271,6 +271,15 @@ fn members() -> Vec<Member> {
         MkeyContextSeg.reserved
     );
 
+    same!(
+        v,
+        "mlx5_wqe_umr_klm_seg",
+        "byte_count",
+        UmrKlmSeg.byte_count
+    );
+    same!(v, "mlx5_wqe_umr_klm_seg", "mkey", UmrKlmSeg.mkey);
+    same!(v, "mlx5_wqe_umr_klm_seg", "address", UmrKlmSeg.address);
+
     same!(v, "mlx5_wqe_srq_next_seg", "rsvd0", SrqNextSeg.rsvd0);
     same!(
         v,
@@ -349,6 +358,7 @@ fn struct_sizes() -> Vec<(&'static str, usize, &'static str)> {
             "EthSeg + 16 bytes of inline header",
         ),
         ("mlx5_wqe_umr_ctrl_seg", UmrCtrlSeg::SIZE, "UmrCtrlSeg"),
+        ("mlx5_wqe_umr_klm_seg", UmrKlmSeg::SIZE, "UmrKlmSeg"),
         (
             "mlx5_wqe_mkey_context_seg",
             MkeyContextSeg::SIZE,

@@ -30,8 +30,7 @@
 //! Also mapped: `out.bad_wr=-1` (`ibv_wr_complete` names no work request)
 //! accepts a refusal of any line; after a refused work request whose
 //! doorbell libmlx5 rang with the refused one's unwritten control bytes (UAR
-//! mask `ssssssss`), only "a register was written" is compared. Gap: an
-//! opcode without `op=` (`BIND_MW`).
+//! mask `ssssssss`), only "a register was written" is compared.
 //!
 //! Besides the sample, the default run replays
 //! `specs/golden/libmlx5-oracle/wqe-random.txt` (random cases written by
@@ -266,6 +265,7 @@ fn wr_line(c: &Case, i: usize) -> Result<String, String> {
         "ATOMIC_CMP_AND_SWP" => "atomic_cs",
         "ATOMIC_FETCH_AND_ADD" => "atomic_fa",
         "LOCAL_INV" => "local_inv",
+        "BIND_MW" => "bind_mw",
         "TSO" => "tso",
         "DRIVER1" => "driver1",
         // An opcode past DRIVER1, by its number: refused when its turn
@@ -312,6 +312,19 @@ fn wr_line(c: &Case, i: usize) -> Result<String, String> {
         }
         "ATOMIC_FETCH_AND_ADD" => f.push(format!("swap_add={:#x}", num("compare_add"))),
         _ => {}
+    }
+    // ibv_send_wr.bind_mw (send_gen's extension keys; its windows are
+    // of type 2, the default): the new rkey is `rkey=`.
+    if opcode == "BIND_MW" {
+        f.push(format!("mw_rkey={:#x}", num("bind_mw.mw_rkey")));
+        f.push(format!("rkey={:#x}", num("bind_mw.rkey")));
+        f.push(format!(
+            "bind={:#x}:{}:{:#x}",
+            num("bind_mw.addr"),
+            num("bind_mw.length"),
+            num("bind_mw.mr_lkey")
+        ));
+        f.push(format!("access={:#x}", num("bind_mw.access")));
     }
     if let Some(av) = get("ud.ah_av") {
         f.push(format!("av={av}"));
@@ -742,8 +755,7 @@ fn encode_matches_libmlx5_golden_vectors() {
     }
 }
 
-/// The random cases `send_gen` produced with libmlx5.a (gap: `BIND_MW`
-/// has no `op=`).
+/// The random cases `send_gen` produced with libmlx5.a.
 #[test]
 fn encode_matches_libmlx5_oracle_random_cases() {
     let (failed, _gaps) = replay(concat!(

@@ -609,6 +609,7 @@ fn registry() -> Registry {
             log_page_size,
             reserved,
         }
+        UmrKlmSeg { byte_count, mkey, address }
         Av {
             qkey,
             key_reserved,

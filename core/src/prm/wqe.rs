@@ -302,6 +302,21 @@ wire_struct! {
     }
 }
 
+wire_struct! {
+    /// UMR translation entry `mlx5_wqe_umr_klm_seg` (16 bytes, inline
+    /// after the mkey context when [`umr::CTRL_FLAG_INLINE`] is set): one
+    /// range of a memory region, up to 2 GiB. libmlx5's BIND_MW writes one,
+    /// zero-padded to 64 bytes.
+    pub struct UmrKlmSeg(16) {
+        /// Length of the range in bytes.
+        pub byte_count: Be32,
+        /// The key of the region the range lies in.
+        pub mkey: Be32,
+        /// Start of the range.
+        pub address: Be64,
+    }
+}
+
 /// UMR flags and masks (rdma-core `mlx5dv.h`), for [`UmrCtrlSeg`] and
 /// [`MkeyContextSeg`].
 pub mod umr {

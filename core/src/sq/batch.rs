@@ -7,12 +7,13 @@ use zerocopy::{FromBytes, IntoBytes};
 use super::doorbell::{DoorbellPolicy, Publish};
 use super::kind::{AnyQp, QpKind};
 use super::{Limits, PostError, QpType, SendQueue, SHADOW_CQE, SHADOW_SIGNALED};
+use crate::cq::WcOpcode;
 use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
     umr, AtomicSeg, Av, Be16, Be32, Be64, CtrlSeg, DataSeg, DqpDct, EthCsFlags, EthSeg, FmCeSe,
     InlineByteCount, InlineSeg, MaskedAtomicSeg64, MaskedCs32Seg, MaskedFa32Seg, MaskedFa64Seg,
-    MkeyContextSeg, OpmodIdxOpcode, RaddrSeg, SendOpcode, UmrCtrlSeg, VlanInsert, XrcSeg,
-    ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
+    MkeyContextSeg, OpmodIdxOpcode, RaddrSeg, SendOpcode, UmrCtrlSeg, UmrKlmSeg, VlanInsert,
+    XrcSeg, ETH_L2_INLINE_HEADER_SIZE, ETH_L2_MIN_HEADER_SIZE, ETH_WQE_L3_CSUM, ETH_WQE_L4_CSUM,
     EXTENDED_UD_AV, MAX_DS, OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, SEND_WQE_BB, SEND_WQE_DS,
     WQE_CTRL_CQ_UPDATE, WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE, WQE_CTRL_SOLICITED,
 };
@@ -72,6 +73,61 @@ impl<'d> FrameSge<'d> {
     }
 }
 
+/// The kind of a memory window (`enum ibv_mw_type`): which UMR a bind
+/// builds ([`Batch::bind_mw`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MwType {
+    /// `IBV_MW_TYPE_1`: bound to the protection domain; the mkey's QPN field
+    /// stays all ones and the UMR checks neither the QPN nor the free bit.
+    Type1,
+    /// `IBV_MW_TYPE_2`: bound to this QP; the UMR writes the QPN and, for a
+    /// bind of non-zero length, fails unless the window is free.
+    Type2,
+}
+
+/// A memory-window bind (`IBV_WR_BIND_MW`, `ibv_wr_bind_mw`): the window,
+/// its new rkey and what it grants (`struct ibv_mw_bind_info`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MwBind {
+    /// The window's kind (`ibv_mw.type`). `ibv_wr_bind_mw` always builds a
+    /// type 2 bind; `ibv_post_send` takes the window's own type.
+    pub mw_type: MwType,
+    /// The window's current rkey (`ibv_mw.rkey`): the mkey the UMR changes,
+    /// carried in the control segment's immediate.
+    pub mw_rkey: u32,
+    /// The rkey after the bind (`bind_mw.rkey`); its low 8 bits become the
+    /// mkey variant.
+    pub new_rkey: u32,
+    /// Local key of the memory region the window lies in (`bind_info.mr`).
+    pub mr_lkey: u32,
+    /// Start of the window (`bind_info.addr`).
+    pub addr: u64,
+    /// Length of the window in bytes (`bind_info.length`); 0 unbinds it, at
+    /// most 2 GiB (one KLM): longer is [`PostError::BindTooLong`].
+    pub length: u64,
+    /// Access the window grants (`bind_info.mw_access_flags`, the
+    /// `ibv_access_flags` bits `MwBind::LOCAL_WRITE`, `REMOTE_WRITE`,
+    /// `REMOTE_READ`, `REMOTE_ATOMIC`, `ZERO_BASED`; other bits are
+    /// ignored, as libmlx5 ignores them).
+    pub access: u32,
+}
+
+impl MwBind {
+    /// `IBV_ACCESS_LOCAL_WRITE`.
+    pub const LOCAL_WRITE: u32 = 1 << 0;
+    /// `IBV_ACCESS_REMOTE_WRITE`.
+    pub const REMOTE_WRITE: u32 = 1 << 1;
+    /// `IBV_ACCESS_REMOTE_READ`.
+    pub const REMOTE_READ: u32 = 1 << 2;
+    /// `IBV_ACCESS_REMOTE_ATOMIC`.
+    pub const REMOTE_ATOMIC: u32 = 1 << 3;
+    /// `IBV_ACCESS_ZERO_BASED`: remote addresses count from the window's
+    /// start (the mkey's start address is 0).
+    pub const ZERO_BASED: u32 = 1 << 5;
+    /// The longest window one KLM describes (libmlx5 `set_bind_wr`).
+    pub const MAX_LENGTH: u64 = 1 << 31;
+}
+
 /// The operation of a work request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Op {
@@ -91,6 +147,7 @@ pub(super) enum Op {
     Nop,
     Tso,
     Driver1,
+    BindMw,
 }
 
 impl Op {
@@ -116,6 +173,8 @@ impl Op {
             Op::Tso => (SendOpcode::Tso, 0),
             // libmlx5 `mlx5_ib_opcode[IBV_WR_DRIVER1]`.
             Op::Driver1 => (SendOpcode::Umr, 0),
+            // libmlx5 binds a memory window with a UMR WQE.
+            Op::BindMw => (SendOpcode::Umr, 0),
         }
     }
 
@@ -134,7 +193,8 @@ impl Op {
             Op::Write | Op::WriteImm | Op::Read => 1,
             Op::CmpSwp | Op::FetchAdd | Op::MaskedCs32 | Op::MaskedFa32 | Op::MaskedFa64 => 2,
             Op::MaskedCs64 => 3,
-            Op::LocalInv => UMR_CTRL_DS + MKEY_CTX_DS,
+            // (A bind of non-zero length adds its KLM: `Desc::klm_ds`.)
+            Op::LocalInv | Op::BindMw => UMR_CTRL_DS + MKEY_CTX_DS,
             _ => 0,
         }
     }
@@ -148,7 +208,9 @@ impl Op {
             // `ibv_post_send` checks no QP type for IBV_WR_DRIVER1.
             Op::Send | Op::Nop | Op::Driver1 => true,
             Op::SendImm => qp != RawPacket,
-            Op::SendInv | Op::Write | Op::WriteImm | Op::LocalInv => matches!(qp, Rc | Uc | Xrc),
+            Op::SendInv | Op::Write | Op::WriteImm | Op::LocalInv | Op::BindMw => {
+                matches!(qp, Rc | Uc | Xrc)
+            }
             Op::Read => matches!(qp, Rc | Xrc),
             Op::CmpSwp
             | Op::FetchAdd
@@ -175,6 +237,19 @@ const UMR_CTRL_FLAGS_LOCAL_INV: u8 =
 const UMR_MKEY_MASK_LOCAL_INV: u64 = umr::MKEY_MASK_FREE | umr::MKEY_MASK_QPN | umr::MKEY_MASK_MKEY;
 /// Mkey context `qpn_mkey` of a free: QPN field all ones, mkey variant 0.
 const MKEY_QPN_FREE: u32 = 0xffff_ff00;
+/// DS of a bind's translation: one KLM padded to 64 bytes (libmlx5
+/// `set_umr_data_seg`), `klm_octowords` 4 (`get_klm_octo(1)`).
+const BIND_KLM_DS: u32 = 4;
+/// UMR control `mkey_mask` bits of a bind of non-zero length, besides
+/// [`UMR_MKEY_MASK_BIND_ANY`] (libmlx5 `set_umr_control_seg`).
+const UMR_MKEY_MASK_BIND_RANGE: u64 = umr::MKEY_MASK_LEN
+    | umr::MKEY_MASK_START_ADDR
+    | umr::MKEY_MASK_ACCESS_LOCAL_WRITE
+    | umr::MKEY_MASK_ACCESS_REMOTE_READ
+    | umr::MKEY_MASK_ACCESS_REMOTE_WRITE
+    | umr::MKEY_MASK_ACCESS_ATOMIC;
+/// UMR control `mkey_mask` bits of every bind (type 2 adds the QPN).
+const UMR_MKEY_MASK_BIND_ANY: u64 = umr::MKEY_MASK_FREE | umr::MKEY_MASK_MKEY;
 
 // Work-request flags. The first three are the control segment's own bits
 // (`fm_ce_se`), so that the fast paths move them into the WQE with a mask;
@@ -195,7 +270,9 @@ pub(super) struct Desc<'x> {
     pub(super) raddr: u64,
     pub(super) rkey: u32,
     /// Atomic operands: CS `[swap, compare, swap_mask, compare_mask]`,
-    /// FA `[add, field_boundary, 0, 0]`.
+    /// FA `[add, field_boundary, 0, 0]`. A bind (`imm` the window's rkey,
+    /// `rkey` the new one, `raddr` the start): `[length, mr_lkey, access,
+    /// 1 or 2 (the window type)]`.
     args: [u64; 4],
     pub(super) ud: Option<(&'x Av, u32, u32)>,
     xrc_srqn: Option<u32>,
@@ -531,6 +608,33 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         Ok(wr)
     }
 
+    /// A memory-window bind (`IBV_WR_BIND_MW`, `ibv_wr_bind_mw`), built as
+    /// libmlx5 builds it: a UMR WQE (UMR control segment, mkey context,
+    /// and for a window of non-zero length one inline KLM) that points
+    /// the window at `bind.addr .. + bind.length` of the region and gives it
+    /// `bind.new_rkey` and `bind.access`. RC, UC and XRC QPs. The next WQE
+    /// gets the small-initiator fence. Finish it with [`Wr::post`].
+    #[inline]
+    pub fn bind_mw<'x>(
+        &mut self,
+        wr_id: u64,
+        bind: &MwBind,
+    ) -> Result<Wr<'_, 'x, 'q, 'a, P, Q>, PostError> {
+        let mut wr = self.begin(wr_id, Op::BindMw)?;
+        if bind.length > MwBind::MAX_LENGTH {
+            return Err(PostError::BindTooLong);
+        }
+        wr.d.imm = bind.mw_rkey;
+        wr.d.rkey = bind.new_rkey;
+        wr.d.raddr = bind.addr;
+        let kind = match bind.mw_type {
+            MwType::Type1 => 1,
+            MwType::Type2 => 2,
+        };
+        wr.d.args = [bind.length, bind.mr_lkey.into(), bind.access.into(), kind];
+        Ok(wr)
+    }
+
     /// A NOP: a control segment alone (useful to fence, or to request a
     /// completion). Finish it with [`Wr::post`].
     #[inline]
@@ -703,7 +807,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         let nop = op == Op::Nop;
 
         // ---- layout of the segments before the data ----------------------
-        let xrc = qp == QpType::Xrc && !matches!(op, Op::LocalInv | Op::Nop);
+        let xrc = qp == QpType::Xrc && !matches!(op, Op::LocalInv | Op::BindMw | Op::Nop);
         if xrc && d.xrc_srqn.is_none() {
             return Err(PostError::MissingXrcSrqn);
         }
@@ -772,6 +876,9 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
             ds += EthSeg::ds_for(eth_hdr_len) as u32;
         }
         ds += op.op_ds();
+        if op == Op::BindMw && d.args[0] != 0 {
+            ds += BIND_KLM_DS;
+        }
 
         // ---- the data -----------------------------------------------------
         let atomic = op.atomic_size();
@@ -780,10 +887,14 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         let mut is_inline = false;
         match data {
             Data::None => {}
-            Data::Sges(_) | Data::Frames(_) if matches!(op, Op::Nop | Op::LocalInv) => {
+            Data::Sges(_) | Data::Frames(_)
+                if matches!(op, Op::Nop | Op::LocalInv | Op::BindMw) =>
+            {
                 return Err(PostError::UnsupportedOp)
             }
-            Data::Inline(_) if matches!(op, Op::Nop | Op::LocalInv | Op::Read) || atomic != 0 => {
+            Data::Inline(_)
+                if matches!(op, Op::Nop | Op::LocalInv | Op::BindMw | Op::Read) || atomic != 0 =>
+            {
                 return Err(PostError::UnsupportedOp)
             }
             Data::Sges(s) => {
@@ -856,7 +967,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
             0
         };
         let imm = match op {
-            Op::SendImm | Op::WriteImm | Op::SendInv | Op::LocalInv => d.imm,
+            Op::SendImm | Op::WriteImm | Op::SendInv | Op::LocalInv | Op::BindMw => d.imm,
             _ => 0,
         };
         let (opcode, opmod) = op.opcode();
@@ -999,6 +1110,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                 };
                 w.put(mkey.as_bytes());
             }
+            Op::BindMw => put_bind(&mut w, d, lim.qpn_ds.qpn()),
             _ => {}
         }
         match data {
@@ -1045,7 +1157,12 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         for k in 0..wqebbs {
             if let Some(e) = sq.shadow.get_mut(((pi.wrapping_add(k)) & mask) as usize) {
                 *e = if k == 0 {
-                    super::SqShadowEntry::new(d.wr_id, index, wqebbs as u8, flags)
+                    let entry = super::SqShadowEntry::new(d.wr_id, index, wqebbs as u8, flags);
+                    match op {
+                        Op::LocalInv => entry.with_wr_opcode(WcOpcode::LocalInv),
+                        Op::BindMw => entry.with_wr_opcode(WcOpcode::BindMw),
+                        _ => entry,
+                    }
                 } else {
                     super::SqShadowEntry::EMPTY
                 };
@@ -1057,7 +1174,7 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
         self.st.nreq += 1;
         self.st.last_ds = ds as u8;
         self.st.inline |= is_inline;
-        self.st.fm_cache = if op == Op::LocalInv {
+        self.st.fm_cache = if matches!(op, Op::LocalInv | Op::BindMw) {
             WQE_CTRL_INITIATOR_SMALL_FENCE
         } else {
             0
@@ -1275,6 +1392,73 @@ fn raddr_seg(d: &Desc<'_>) -> RaddrSeg {
         raddr: Be64::new(d.raddr),
         rkey: Be32::new(d.rkey),
         reserved: Be32::ZERO,
+    }
+}
+
+/// The UMR segments of a memory-window bind (libmlx5 `set_bind_wr`: UMR
+/// control, mkey context, and for a window of non-zero length its one KLM,
+/// zero-padded to 64 bytes). `qpn` is this QP's: a type 2 window is bound
+/// to it.
+fn put_bind(w: &mut Writer<'_>, d: &Desc<'_>, qpn: u32) {
+    let [length, mr_lkey, access, kind] = d.args;
+    let type2 = kind == 2;
+    let range = length != 0;
+    let mut flags = umr::CTRL_FLAG_INLINE | umr::CTRL_FLAG_TRANSLATION_OFFSET;
+    let mut mkey_mask = UMR_MKEY_MASK_BIND_ANY;
+    if type2 {
+        mkey_mask |= umr::MKEY_MASK_QPN;
+        // A bind must find the window free; an unbind must find it ours.
+        flags |= if range {
+            umr::CTRL_FLAG_CHECK_FREE
+        } else {
+            umr::CTRL_FLAG_CHECK_QPN
+        };
+    }
+    if range {
+        mkey_mask |= UMR_MKEY_MASK_BIND_RANGE;
+    }
+    let ctrl = UmrCtrlSeg {
+        flags,
+        klm_octowords: Be16::new(if range { BIND_KLM_DS as u16 } else { 0 }),
+        mkey_mask: Be64::new(mkey_mask),
+        ..UmrCtrlSeg::default()
+    };
+    w.put(ctrl.as_bytes());
+    // The QPN field: this QP for a type 2 bind, all ones otherwise (type 1,
+    // or an unbind); the new rkey's low byte is the mkey variant.
+    let qpn_field = if type2 && range {
+        qpn << 8
+    } else {
+        MKEY_QPN_FREE
+    };
+    let mut mkey = MkeyContextSeg {
+        qpn_mkey: Be32::new(qpn_field | (d.rkey & 0xff)),
+        ..MkeyContextSeg::default()
+    };
+    if range {
+        let access = access as u32;
+        let grant = |bit: u32, flag: u8| if access & bit != 0 { flag } else { 0 };
+        // (Local read is granted by the kernel, not by the bind.)
+        mkey.access_flags = grant(MwBind::LOCAL_WRITE, umr::ACCESS_LOCAL_WRITE)
+            | grant(MwBind::REMOTE_WRITE, umr::ACCESS_REMOTE_WRITE)
+            | grant(MwBind::REMOTE_READ, umr::ACCESS_REMOTE_READ)
+            | grant(MwBind::REMOTE_ATOMIC, umr::ACCESS_ATOMIC);
+        if access & MwBind::ZERO_BASED == 0 {
+            mkey.start_addr = Be64::new(d.raddr);
+        }
+        mkey.len = Be64::new(length);
+    } else {
+        mkey.free = umr::MKEY_CONTEXT_FREE;
+    }
+    w.put(mkey.as_bytes());
+    if range {
+        let klm = UmrKlmSeg {
+            byte_count: Be32::new(length as u32),
+            mkey: Be32::new(mr_lkey as u32),
+            address: Be64::new(d.raddr),
+        };
+        w.put(klm.as_bytes());
+        w.put(&[0; BIND_KLM_DS as usize * SEND_WQE_DS - UmrKlmSeg::SIZE]);
     }
 }
 

@@ -60,7 +60,7 @@ const INLINE_COUNT_SHIFT: u32 = InlineByteCount::new()
 const INLINE_BIT: u32 = InlineByteCount::new().with_inline(true).into_bits().get();
 
 /// Every operation, in declaration order (the index of [`OP_BITS`]).
-const OPS: [Op; 16] = [
+const OPS: [Op; 17] = [
     Op::Send,
     Op::SendImm,
     Op::SendInv,
@@ -77,12 +77,13 @@ const OPS: [Op; 16] = [
     Op::Nop,
     Op::Tso,
     Op::Driver1,
+    Op::BindMw,
 ];
 
 /// `opmod_idx_opcode` of each operation with WQE index 0, host order,
 /// computed at compile time with the `prm` accessors.
-const OP_BITS: [u32; 16] = {
-    let mut bits = [0u32; 16];
+const OP_BITS: [u32; 17] = {
+    let mut bits = [0u32; 17];
     let mut i = 0;
     while i < OPS.len() {
         let (opcode, opmod) = OPS[i].opcode();

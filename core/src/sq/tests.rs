@@ -6,6 +6,7 @@ use std::vec;
 use std::vec::Vec;
 
 use super::*;
+use crate::cq::WcOpcode;
 use crate::prm::{Av, SendOpcode, WQE_CTRL_FENCE, WQE_CTRL_INITIATOR_SMALL_FENCE};
 
 const UAR: usize = 4096;
@@ -178,7 +179,7 @@ fn op_support_per_qp_type() {
         b.abort();
         r != Err(PostError::UnsupportedOp)
     };
-    let table: [(&str, F, [bool; 5]); 12] = [
+    let table: [(&str, F, [bool; 5]); 13] = [
         (
             "send",
             |b| b.send(1).map(drop),
@@ -232,6 +233,11 @@ fn op_support_per_qp_type() {
         (
             "local_inv",
             |b| b.local_inv(1, 2).map(drop),
+            [true, true, false, true, false],
+        ),
+        (
+            "bind_mw",
+            |b| b.bind_mw(1, &BIND).map(drop),
             [true, true, false, true, false],
         ),
         (
@@ -430,6 +436,242 @@ fn local_invalidate_fences_the_next_wqe() {
     assert_eq!(r[2 * 64 + 11], WQE_CTRL_INITIATOR_SMALL_FENCE);
     assert_eq!(r[3 * 64 + 11], WQE_CTRL_FENCE);
     assert_eq!(sq.fm_cache(), 0);
+}
+
+/// The bind the tests use: a type 2 window over 4 KiB of a region.
+const BIND: MwBind = MwBind {
+    mw_type: MwType::Type2,
+    mw_rkey: 0x1122_3344,
+    new_rkey: 0x5566_77a9,
+    mr_lkey: 0x0bad_cafe,
+    addr: 0x7f00_1234_5000,
+    length: 4096,
+    access: MwBind::REMOTE_READ | MwBind::REMOTE_WRITE,
+};
+
+/// A memory-window bind is the UMR WQE libmlx5's `set_bind_wr` builds, for
+/// each window type, a bind and an unbind (length 0), and a zero-based
+/// window: which QPN and checks the UMR carries, which mkey fields it
+/// writes, the KLM, and the fence the next WQE inherits.
+#[test]
+fn bind_mw_builds_the_umr_wqe_of_each_window_type() {
+    struct Want {
+        flags: u8,
+        mkey_mask: u64,
+        klm_octowords: u16,
+        free: u8,
+        access: u8,
+        qpn_mkey: u32,
+        start: u64,
+        ds: u32,
+    }
+    const RANGE_MASK: u64 = (1 << 0) | (1 << 6) | (0xf << 18); // len, start, 4 access bits
+    let unbind = MwBind { length: 0, ..BIND };
+    let cases = [
+        (
+            "type 2 bind",
+            BIND,
+            Want {
+                flags: 0x80 | 0x20 | 0x10, // inline, check free, translation offset
+                mkey_mask: (1 << 29) | (1 << 13) | (1 << 14) | RANGE_MASK,
+                klm_octowords: 4,
+                free: 0,
+                access: 0x20 | 0x10, // remote write, remote read
+                qpn_mkey: 0x0001_23a9,
+                start: BIND.addr,
+                ds: 12,
+            },
+        ),
+        (
+            "type 1 bind",
+            MwBind {
+                mw_type: MwType::Type1,
+                access: MwBind::LOCAL_WRITE | MwBind::REMOTE_ATOMIC,
+                ..BIND
+            },
+            Want {
+                flags: 0x80 | 0x10,
+                mkey_mask: (1 << 29) | (1 << 13) | RANGE_MASK,
+                klm_octowords: 4,
+                free: 0,
+                access: 0x08 | 0x40, // local write, atomic
+                qpn_mkey: 0xffff_ffa9,
+                start: BIND.addr,
+                ds: 12,
+            },
+        ),
+        (
+            "zero-based type 2 bind",
+            MwBind {
+                access: MwBind::REMOTE_READ | MwBind::ZERO_BASED,
+                ..BIND
+            },
+            Want {
+                flags: 0x80 | 0x20 | 0x10,
+                mkey_mask: (1 << 29) | (1 << 13) | (1 << 14) | RANGE_MASK,
+                klm_octowords: 4,
+                free: 0,
+                access: 0x10,
+                qpn_mkey: 0x0001_23a9,
+                start: 0,
+                ds: 12,
+            },
+        ),
+        (
+            "type 2 unbind",
+            unbind,
+            Want {
+                flags: 0x80 | 0x08 | 0x10, // inline, check QPN, translation offset
+                mkey_mask: (1 << 29) | (1 << 13) | (1 << 14),
+                klm_octowords: 0,
+                free: 0x40,
+                access: 0,
+                qpn_mkey: 0xffff_ffa9,
+                start: 0,
+                ds: 8,
+            },
+        ),
+        (
+            "type 1 unbind",
+            MwBind {
+                mw_type: MwType::Type1,
+                ..unbind
+            },
+            Want {
+                flags: 0x80 | 0x10,
+                mkey_mask: (1 << 29) | (1 << 13),
+                klm_octowords: 0,
+                free: 0x40,
+                access: 0,
+                qpn_mkey: 0xffff_ffa9,
+                start: 0,
+                ds: 8,
+            },
+        ),
+    ];
+    for (name, bind, want) in cases {
+        let mem = Mem::new(16);
+        let mut lent = Lent::new(16);
+        let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+        let mut b = sq.start();
+        b.bind_mw(7, &bind).unwrap().signaled().post().unwrap();
+        b.send(8).unwrap().post().unwrap();
+        b.complete();
+        let r = mem.ring();
+        let u64_at = |at: usize| u64::from_be_bytes(r[at..at + 8].try_into().unwrap());
+        assert_eq!(opcode_of(&r, 0), SendOpcode::Umr.raw(), "{name}");
+        assert_eq!(ds_of(&r, 0), want.ds, "{name}");
+        assert_eq!(
+            be32(&r, 12),
+            bind.mw_rkey,
+            "{name}: imm is the window's rkey"
+        );
+        // UMR control segment (bytes 16..64).
+        assert_eq!(r[16], want.flags, "{name}: UMR flags");
+        assert_eq!(
+            u16::from_be_bytes([r[20], r[21]]),
+            want.klm_octowords,
+            "{name}"
+        );
+        assert_eq!(u64_at(24), want.mkey_mask, "{name}: mkey mask");
+        assert!(r[17..20]
+            .iter()
+            .chain(&r[22..24])
+            .chain(&r[32..64])
+            .all(|&x| x == 0));
+        // Mkey context (64..128).
+        assert_eq!(r[64], want.free, "{name}: free");
+        assert_eq!(r[66], want.access, "{name}: access");
+        assert_eq!(be32(&r, 68), want.qpn_mkey, "{name}: qpn_mkey");
+        assert_eq!(u64_at(80), want.start, "{name}: start address");
+        let len = if want.ds == 12 { bind.length } else { 0 };
+        assert_eq!(u64_at(88), len, "{name}: length");
+        let next = if want.ds == 12 {
+            // The KLM (128..144), then zeros to the end of the WQEBB.
+            assert_eq!(be32(&r, 128), bind.length as u32, "{name}: KLM byte count");
+            assert_eq!(be32(&r, 132), bind.mr_lkey, "{name}: KLM mkey");
+            assert_eq!(u64_at(136), bind.addr, "{name}: KLM address");
+            assert!(r[144..192].iter().all(|&x| x == 0), "{name}: KLM padding");
+            3
+        } else {
+            2
+        };
+        // The send after it inherits the small-initiator fence.
+        assert_eq!(opcode_of(&r, next), SendOpcode::Send.raw(), "{name}");
+        assert_eq!(r[next * 64 + 11], WQE_CTRL_INITIATOR_SMALL_FENCE, "{name}");
+    }
+}
+
+/// A local invalidate and a bind record their completion opcode in the
+/// shadow (libmlx5 `sq.wr_data`), and the retire that reaches them reports
+/// it; other WQEs record none.
+#[test]
+fn umr_wqes_record_their_completion_opcode() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+    let mut b = sq.start();
+    b.local_inv(1, 0x55).unwrap().signaled().post().unwrap(); // 0, 2 WQEBBs
+    b.bind_mw(2, &BIND).unwrap().signaled().post().unwrap(); // 2, 3 WQEBBs
+    b.send(3).unwrap().signaled().post().unwrap(); // 5
+    b.driver1(4).unwrap().signaled().post().unwrap(); // 6
+    b.complete();
+    let got: Vec<_> = [0u16, 2, 5, 6]
+        .into_iter()
+        .map(|c| sq.retire(c).map(|r| (r.wr_id, r.wr_opcode)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Ok((1, Some(WcOpcode::LocalInv))),
+            Ok((2, Some(WcOpcode::BindMw))),
+            Ok((3, None)),
+            // libmlx5 v44's `ibv_post_send` records nothing for DRIVER1.
+            Ok((4, None)),
+        ]
+    );
+}
+
+/// A bind longer than one KLM (2 GiB) is refused with nothing written:
+/// ring, doorbell record, register and the batch as they were; exactly
+/// 2 GiB is accepted. On XRC the bind carries no XRC segment, as libmlx5's.
+#[test]
+fn bind_mw_refuses_a_window_over_2_gib_and_skips_the_xrc_segment() {
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Rc));
+    let before = mem.snapshot();
+    let mut b = sq.start();
+    let long = MwBind {
+        length: MwBind::MAX_LENGTH + 1,
+        ..BIND
+    };
+    assert_eq!(b.bind_mw(1, &long).err(), Some(PostError::BindTooLong));
+    assert_eq!(b.complete(), 0);
+    assert_eq!(mem.snapshot(), before);
+    assert_eq!(sq.fm_cache(), 0);
+    let mut b = sq.start();
+    let max = MwBind {
+        length: MwBind::MAX_LENGTH,
+        ..BIND
+    };
+    b.bind_mw(2, &max).unwrap().post().unwrap();
+    assert_eq!(b.complete(), 1);
+    assert_eq!(be32(&mem.ring(), 128), 0x8000_0000);
+
+    let mem = Mem::new(16);
+    let mut lent = Lent::new(16);
+    let mut sq = queue::<DoorbellOnly>(&mem, &mut lent, cfg(QpType::Xrc));
+    let mut b = sq.start();
+    b.bind_mw(3, &BIND).unwrap().post().unwrap();
+    b.complete();
+    let r = mem.ring();
+    assert_eq!(ds_of(&r, 0), 12);
+    assert_eq!(
+        r[16],
+        0x80 | 0x20 | 0x10,
+        "the UMR control segment follows the control segment"
+    );
 }
 
 /// A queue that takes over a QP whose last WQE was a local invalidate
@@ -1012,7 +1254,8 @@ fn retire_checks_counters_and_frees_wqebbs() {
         r,
         Retired {
             wr_id: 12,
-            wqebbs: 4
+            wqebbs: 4,
+            wr_opcode: None
         }
     );
     assert_eq!(
@@ -1030,7 +1273,8 @@ fn retire_checks_counters_and_frees_wqebbs() {
         sq.retire(0x0002),
         Ok(Retired {
             wr_id: 13,
-            wqebbs: 1
+            wqebbs: 1,
+            wr_opcode: None
         })
     );
     assert_eq!(sq.outstanding(), 0);
@@ -1065,14 +1309,16 @@ fn largest_ring_retires_across_the_counter_wrap() {
         sq.retire(0xffff),
         Ok(Retired {
             wr_id: 11,
-            wqebbs: 3
+            wqebbs: 3,
+            wr_opcode: None
         })
     );
     assert_eq!(
         sq.retire(0x0001),
         Ok(Retired {
             wr_id: 12,
-            wqebbs: 1
+            wqebbs: 1,
+            wr_opcode: None
         })
     );
     assert_eq!(sq.outstanding(), 0);

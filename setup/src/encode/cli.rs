@@ -27,10 +27,11 @@ INPUT
   are ignored, as ibv_post_send ignores them.
 
   op=        send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa
-             local_inv nop tso driver1 raw_send, empw mpw (see below) (the ibv_wr_opcode names, e.g.
-             send_with_imm, work too; on --qp raw, send is a raw Ethernet send like raw_send; driver1 is
-             IBV_WR_DRIVER1 as libmlx5 v44's ibv_post_send posts it: a send's segments under the UMR
-             opcode); or the ibv_wr_opcode number (0-7, 9-11); a number past IBV_WR_DRIVER1 (12 on) is
+             local_inv bind_mw nop tso driver1 raw_send, empw mpw (see below) (the ibv_wr_opcode
+             names, e.g. send_with_imm, work too; on --qp raw, send is a raw Ethernet send like
+             raw_send; driver1 is IBV_WR_DRIVER1 as libmlx5 v44's ibv_post_send posts it: a send's
+             segments under the UMR opcode); or the ibv_wr_opcode number (0-11); a number past
+             IBV_WR_DRIVER1 (12 on) is
              refused with EINVAL when its turn comes, after the
              work requests before it are posted, as ibv_post_send does
   wr_id=     the work request id (kept in the queue's shadow; not in the WQE)
@@ -38,7 +39,15 @@ INPUT
              ip_csum is read on raw Ethernet QPs only, as libmlx5 does)
   imm=       immediate data in host order (the WR carried htobe32(imm))
   invalidate_rkey=  for send_inv and local_inv
-  raddr= rkey=      remote address and key (RDMA and atomics)
+  raddr= rkey=      remote address and key (RDMA and atomics); for bind_mw, rkey= is the
+             window's new rkey (bind_mw.rkey: its low byte becomes the mkey variant)
+  bind=ADDR:LEN:LKEY  bind_mw: the range the window gets (bind_info addr, length, and the lkey
+             of its memory region); none or LEN 0 unbinds it. LEN over 2 GiB (one KLM) is refused
+             with EOPNOTSUPP, as libmlx5 refuses it
+  mw_rkey=   bind_mw: the window's current rkey (ibv_mw.rkey), carried in the immediate
+  mw_type=   bind_mw: 1 or 2 (default 2, the only type ibv_wr_bind_mw builds)
+  access=    bind_mw: comma list of local_write remote_write remote_read remote_atomic
+             zero_based (ibv_access_flags; mw_bind accepted and ignored), or a number
   compare= swap_add= atomic operands: atomic_cs compares with compare= and swaps in swap_add=;
              atomic_fa adds swap_add= (compare= is accepted instead: ibv_send_wr's compare_add)
   sge=ADDR:LEN:LKEY  a scatter/gather entry (repeatable, in order)

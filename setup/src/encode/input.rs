@@ -61,6 +61,8 @@ pub enum OpKind {
     AtomicFa,
     /// `local_inv` (`IBV_WR_LOCAL_INV`).
     LocalInv,
+    /// `bind_mw` (`IBV_WR_BIND_MW`): a memory-window bind, as a UMR WQE.
+    BindMw,
     /// `nop`: a control segment alone.
     Nop,
     /// `tso` (`IBV_WR_TSO`).
@@ -94,6 +96,7 @@ impl OpKind {
         ("atomic_cs", OpKind::AtomicCs),
         ("atomic_fa", OpKind::AtomicFa),
         ("local_inv", OpKind::LocalInv),
+        ("bind_mw", OpKind::BindMw),
         ("nop", OpKind::Nop),
         ("tso", OpKind::Tso),
         ("driver1", OpKind::Driver1),
@@ -108,8 +111,8 @@ impl OpKind {
     ];
 
     /// Parses an `op=` value: a name (case-insensitive), or an
-    /// `ibv_wr_opcode` number (`0`-`11` but `IBV_WR_BIND_MW`, 8; anything
-    /// past `IBV_WR_DRIVER1`, 11, is [`OpKind::Invalid`]).
+    /// `ibv_wr_opcode` number (`0`-`11`; anything past `IBV_WR_DRIVER1`,
+    /// 11, is [`OpKind::Invalid`]).
     pub fn parse(s: &str) -> Option<Self> {
         if let Some(&(_, op)) = Self::NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)) {
             return Some(op);
@@ -124,12 +127,11 @@ impl OpKind {
             5 => OpKind::AtomicCs,
             6 => OpKind::AtomicFa,
             7 => OpKind::LocalInv,
+            8 => OpKind::BindMw,
             9 => OpKind::SendInv,
             10 => OpKind::Tso,
             11 => OpKind::Driver1,
             n @ 12.. => OpKind::Invalid(n),
-            // BIND_MW: not built.
-            _ => return None,
         })
     }
 
@@ -173,6 +175,18 @@ pub struct SgeSpec {
     /// Length in bytes.
     pub length: u32,
     /// Local key.
+    pub lkey: u32,
+}
+
+/// The window and range of a `bind_mw` (`bind=ADDR:LEN:LKEY`, `mw_rkey=`,
+/// `mw_type=`, `access=`; the new rkey is `rkey=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindSpec {
+    /// `bind_info.addr`.
+    pub addr: u64,
+    /// `bind_info.length` (64 bits, as `ibv_mw_bind_info` has it).
+    pub length: u64,
+    /// `bind_info.mr`'s lkey.
     pub lkey: u32,
 }
 
@@ -261,6 +275,15 @@ pub struct WorkRequest {
     pub vlan: Option<u16>,
     /// `pkt=` entries of an `empw` / `mpw` line, in order.
     pub pkts: Vec<PktSpec>,
+    /// `bind=`: the range a `bind_mw` gives the window (none: an unbind,
+    /// length 0).
+    pub bind: Option<BindSpec>,
+    /// `mw_rkey=`: the window's current rkey (`ibv_mw.rkey`).
+    pub mw_rkey: u32,
+    /// `mw_type=`: 1 or 2 (default 2, the only type `ibv_wr_bind_mw` builds).
+    pub mw_type: u8,
+    /// `access=`: the `ibv_access_flags` a `bind_mw` grants.
+    pub access: u32,
 }
 
 impl WorkRequest {
@@ -287,6 +310,10 @@ impl WorkRequest {
             hdr: Vec::new(),
             vlan: None,
             pkts: Vec::new(),
+            bind: None,
+            mw_rkey: 0,
+            mw_type: 2,
+            access: 0,
         }
     }
 }
@@ -321,6 +348,10 @@ const KEYS: &[&str] = &[
     "hdr",
     "vlan",
     "pkt",
+    "bind",
+    "mw_rkey",
+    "mw_type",
+    "access",
 ];
 
 /// Keys that may appear more than once on a line.
@@ -378,7 +409,7 @@ pub fn parse_line(line: usize, text: &str) -> Result<WorkRequest, LineError> {
         fields.push((key, value));
     }
     let Some(&(_, op_text)) = fields.iter().find(|(k, _)| *k == "op") else {
-        return Err(err("missing op= (one of send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa local_inv nop tso raw_send empw mpw)".into()));
+        return Err(err("missing op= (one of send send_imm send_inv rdma_write rdma_write_imm rdma_read atomic_cs atomic_fa local_inv bind_mw nop tso raw_send empw mpw)".into()));
     };
     let Some(op) = OpKind::parse(op_text) else {
         return Err(err(format!("unknown op `{}`", clip(op_text))));
@@ -440,6 +471,18 @@ pub fn parse_line(line: usize, text: &str) -> Result<WorkRequest, LineError> {
                 )
             }
             "pkt" => wr.pkts.push(parse_pkt(value).map_err(|m| bad(&m))?),
+            "bind" => wr.bind = Some(parse_bind(value).map_err(|m| bad(&m))?),
+            "mw_rkey" => {
+                wr.mw_rkey = parse_u32(value).ok_or_else(|| bad("not a 32-bit integer"))?
+            }
+            "mw_type" => {
+                wr.mw_type = match value {
+                    "1" => 1,
+                    "2" => 2,
+                    _ => return Err(bad("a memory window is of type 1 or 2")),
+                }
+            }
+            "access" => wr.access = parse_access(value).map_err(|m| bad(&m))?,
             _ => return Err(err(format!("unknown key `{key}`"))),
         }
     }
@@ -577,6 +620,48 @@ pub fn parse_sge(s: &str) -> Result<SgeSpec, String> {
     })
 }
 
+/// `ADDR:LEN:LKEY` (a `bind=` value; the length is 64 bits).
+fn parse_bind(s: &str) -> Result<BindSpec, String> {
+    let mut parts = s.split(':');
+    let (Some(a), Some(l), Some(k), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a bound range is ADDR:LEN:LKEY".into());
+    };
+    Ok(BindSpec {
+        addr: parse_u64(a).ok_or("the address is not a 64-bit integer")?,
+        length: parse_u64(l).ok_or("the length is not a 64-bit integer")?,
+        lkey: parse_u32(k).ok_or("the lkey is not a 32-bit integer")?,
+    })
+}
+
+/// `ibv_access_flags`: a comma list of `local_write remote_write
+/// remote_read remote_atomic mw_bind zero_based`, or a number.
+fn parse_access(s: &str) -> Result<u32, String> {
+    if let Some(n) = parse_u32(s) {
+        return Ok(n);
+    }
+    let mut bits = 0;
+    for name in s.split([',', '|']).filter(|n| !n.is_empty()) {
+        bits |= match name.to_ascii_lowercase().as_str() {
+            "local_write" => 1 << 0,
+            "remote_write" => 1 << 1,
+            "remote_read" => 1 << 2,
+            "remote_atomic" => 1 << 3,
+            "mw_bind" => 1 << 4,
+            "zero_based" => 1 << 5,
+            "none" => 0,
+            other => {
+                return Err(format!(
+                    "unknown access flag `{}` (known: local_write remote_write remote_read remote_atomic mw_bind zero_based, or a number)",
+                    clip(other)
+                ))
+            }
+        };
+    }
+    Ok(bits)
+}
+
 fn parse_mem(s: &str) -> Result<MemSpec, String> {
     let Some((a, h)) = s.split_once(':') else {
         return Err("memory contents are ADDR:HEX".into());
@@ -621,7 +706,7 @@ mod tests {
         assert_eq!(OpKind::parse("11"), Some(OpKind::Driver1));
         assert_eq!(OpKind::parse("DRIVER1"), Some(OpKind::Driver1));
         assert_eq!(OpKind::parse("10"), Some(OpKind::Tso));
-        assert_eq!(OpKind::parse("8"), None, "BIND_MW is not built");
+        assert_eq!(OpKind::parse("8"), Some(OpKind::BindMw));
         assert_eq!(OpKind::parse("12"), Some(OpKind::Invalid(12)));
     }
 

@@ -299,6 +299,7 @@ impl Refused {
                 | PostError::TooManySges
                 | PostError::InlineTooLong => "ENOMEM",
                 PostError::UnsupportedOp => "EOPNOTSUPP or EINVAL",
+                PostError::BindTooLong => "EOPNOTSUPP",
                 PostError::TsoHeaderTooLong
                 | PostError::TsoHeaderTooShort
                 | PostError::TsoPayloadTooLong
@@ -338,6 +339,7 @@ impl fmt::Display for Refused {
                 }
                 PostError::MissingXrcSrqn => "an XRC work request needs xrc_srqn=",
                 PostError::WqeTooLarge => "the WQE would be larger than 63 DS (1008 bytes)",
+                PostError::BindTooLong => "a memory window of more than 2 GiB (one KLM)",
             },
             Refused::NoFrame => "a raw Ethernet send needs at least one sge= (or inline=)",
             Refused::Tx(e) => match e {

@@ -4,10 +4,10 @@
 //! data setter.
 #![forbid(unsafe_code)]
 
-use super::input::{CsumSpec, MemSpec, OpKind, PktBuf, SgeSpec, WorkRequest};
+use super::input::{BindSpec, CsumSpec, MemSpec, OpKind, PktBuf, SgeSpec, WorkRequest};
 use super::{EncodeConfig, Refused};
 use mlx5dp::prm::Av;
-use mlx5dp::sq::{Batch, DoorbellPolicy, FrameSge, PostError, QpType, Sge};
+use mlx5dp::sq::{Batch, DoorbellPolicy, FrameSge, MwBind, MwType, PostError, QpType, Sge};
 use zerocopy::FromBytes;
 
 /// Largest total SGE length of a raw Ethernet send the tool builds frames
@@ -321,6 +321,29 @@ pub fn post<P: DoorbellPolicy>(
         ),
         OpKind::AtomicFa => batch.atomic_fetch_add(id, wr.rkey, wr.raddr, wr.swap_add.unwrap_or(0)),
         OpKind::LocalInv => batch.local_inv(id, wr.invalidate_rkey),
+        OpKind::BindMw => {
+            let range = wr.bind.unwrap_or(BindSpec {
+                addr: 0,
+                length: 0,
+                lkey: 0,
+            });
+            batch.bind_mw(
+                id,
+                &MwBind {
+                    mw_type: if wr.mw_type == 1 {
+                        MwType::Type1
+                    } else {
+                        MwType::Type2
+                    },
+                    mw_rkey: wr.mw_rkey,
+                    new_rkey: wr.rkey,
+                    mr_lkey: range.lkey,
+                    addr: range.addr,
+                    length: range.length,
+                    access: wr.access,
+                },
+            )
+        }
         OpKind::Nop => batch.nop(id),
         OpKind::Tso => batch.tso(id, &wr.hdr, wr.mss),
         OpKind::Driver1 => batch.driver1(id),
