@@ -1,6 +1,7 @@
 //! More end-to-end coverage: masked ("extended") atomics checked on the
 //! data (remote memory after, original value returned), flushes and
-//! errors on a shared receive queue, and flushes of a striding RQ.
+//! errors on a shared receive queue, flushes of a striding RQ, and the
+//! completion opcode of a local invalidate.
 //!
 //! The SRQ scenario is shared (`mlx5dp_tests::scenarios::rx`) and runs on
 //! a ConnectX in `hw_scenarios.rs`. Emulator only here: masked atomics
@@ -284,4 +285,56 @@ fn striding_rq_flush_completes_every_posted_wqe_once() {
         .collect();
     assert_eq!(retired_recv, (0x100..0x106).collect::<Vec<_>>());
     check_all(&ledger, &q.retired);
+}
+
+// ---------------------------------------------------------------------------
+// Local invalidate
+// ---------------------------------------------------------------------------
+
+/// A local invalidate's completion reports `IBV_WC_LOCAL_INV` with its
+/// wr_id: the CQE's UMR opcode cannot name it, so the send queue records
+/// it at post time (libmlx5 `sq.wr_data`, `handle_good_req`) and the
+/// retire passes it to the poller. The invalidation took effect: a write
+/// from that key afterwards fails with a local protection error.
+#[test]
+fn local_invalidate_completion_reports_its_opcode() {
+    use mlx5dp::cq::WcOpcode;
+    use mlx5dp_setup::emu::Access;
+    let mut f = Fabric::new(step());
+    let mut cq = f.cq(64, CqeSize::B64, None, false);
+    let a = f.qp(QpSpec::new(QpType::Rc), &cq, Some(&cq));
+    let b = f.qp(QpSpec::new(QpType::Rc), &cq, Some(&cq));
+    f.connect(a.qpn, b.qpn);
+    let pd = f.pd;
+    let local =
+        f.be.reg_buffer(pd, 4096, Access::ALL | Access::INVALIDATE)
+            .expect("reg_buffer");
+    let remote = f.buffer(4096);
+    let mut q: Queues<P> = Queues::default();
+    q.sqs.insert(a.qpn.0, f.send_queue(a));
+    let mut batch = q.sq(a.qpn).start();
+    batch
+        .local_inv(0x11, local.key)
+        .expect("local_inv")
+        .signaled()
+        .post()
+        .expect("post");
+    batch
+        .rdma_write(0x12, remote.key, remote.addr(0))
+        .expect("write")
+        .signaled()
+        .sge(local.key, local.addr(0), 64)
+        .expect("sge");
+    batch.complete();
+    f.run_for(&mut [&mut cq], &mut q, 2);
+    let sent = q.sent(a.qpn);
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        (sent[0].wr_id, sent[0].status, sent[0].opcode),
+        (0x11, WcStatus::Success, WcOpcode::LocalInv)
+    );
+    assert_eq!(
+        (sent[1].wr_id, sent[1].status),
+        (0x12, WcStatus::LocProtErr)
+    );
 }

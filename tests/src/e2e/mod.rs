@@ -245,7 +245,7 @@ impl<P: DoorbellPolicy> WorkQueues for Queues<P> {
             .map_err(|_| LookupError::NotInFlight)?;
         Ok(SendRetired {
             wr_id: r.wr_id,
-            wr_opcode: None,
+            wr_opcode: r.wr_opcode,
         })
     }
 
