@@ -306,9 +306,8 @@ pub struct SqShadowEntry {
     /// `index` (bits 0..16: the 16-bit WQEBB counter of the WQE starting
     /// here), `wqebbs` (bits 16..24: its WQEBBs, 0 if no WQE starts here),
     /// `flags` (bits 24..32: `SHADOW_SIGNALED`, `SHADOW_CQE`), the
-    /// completion opcode recorded at post time (bits 32..40: an
-    /// `ibv_wc_opcode` below 256, 0 for none: libmlx5 `sq.wr_data`); bits
-    /// 40..64 are zero.
+    /// completion opcode recorded at post time (bits 32..40: a [`Recorded`],
+    /// 0 for none: libmlx5 `sq.wr_data`); bits 40..64 are zero.
     meta: u64,
 }
 
@@ -320,6 +319,17 @@ const META_WQEBBS_SHIFT: u32 = 16;
 const META_FLAGS_SHIFT: u32 = 24;
 /// Position of the recorded completion opcode in [`SqShadowEntry::meta`].
 const META_WR_OPCODE_SHIFT: u32 = 32;
+
+/// The completion opcodes a WQE records at post time (libmlx5 `sq.wr_data`
+/// for the UMR WQEs it builds), as stored in [`SqShadowEntry::meta`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Recorded {
+    /// `IBV_WC_LOCAL_INV`.
+    LocalInv = 1,
+    /// `IBV_WC_BIND_MW`.
+    BindMw = 2,
+}
 
 const SHADOW_SIGNALED: u8 = 1 << 0;
 const SHADOW_CQE: u8 = 1 << 1;
@@ -358,8 +368,8 @@ impl SqShadowEntry {
     /// and `IBV_WC_BIND_MW` in `sq.wr_data` and `handle_good_req` reports
     /// it, since the CQE's UMR opcode names neither).
     #[inline(always)]
-    pub(crate) const fn with_wr_opcode(mut self, op: WcOpcode) -> Self {
-        self.meta |= ((op.raw() & 0xff) as u64) << META_WR_OPCODE_SHIFT;
+    pub(crate) const fn with_wr_opcode(mut self, op: Recorded) -> Self {
+        self.meta |= (op as u64) << META_WR_OPCODE_SHIFT;
         self
     }
 
@@ -370,10 +380,12 @@ impl SqShadowEntry {
     /// The completion opcode recorded at post time for a WQE whose CQE
     /// opcode cannot name it (a local invalidate, a memory-window bind);
     /// `None` for every other WQE.
+    #[inline(always)]
     pub fn wr_opcode(&self) -> Option<WcOpcode> {
         match (self.meta >> META_WR_OPCODE_SHIFT) as u8 {
-            0 => None,
-            raw => WcOpcode::from_raw(raw.into()),
+            c if c == Recorded::LocalInv as u8 => Some(WcOpcode::LocalInv),
+            c if c == Recorded::BindMw as u8 => Some(WcOpcode::BindMw),
+            _ => None,
         }
     }
     /// WQE index (16-bit WQEBB counter) of the WQE starting in this slot.

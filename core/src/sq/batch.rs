@@ -6,8 +6,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use super::doorbell::{DoorbellPolicy, Publish};
 use super::kind::{AnyQp, QpKind};
-use super::{Limits, PostError, QpType, SendQueue, SHADOW_CQE, SHADOW_SIGNALED};
-use crate::cq::WcOpcode;
+use super::{Limits, PostError, QpType, Recorded, SendQueue, SHADOW_CQE, SHADOW_SIGNALED};
 use crate::index::{in_flight, wq_counter16};
 use crate::prm::{
     umr, AtomicSeg, Av, Be16, Be32, Be64, CtrlSeg, DataSeg, DqpDct, EthCsFlags, EthSeg, FmCeSe,
@@ -1159,8 +1158,8 @@ impl<'q, 'a, P: DoorbellPolicy, Q: QpKind> Batch<'q, 'a, P, Q> {
                 *e = if k == 0 {
                     let entry = super::SqShadowEntry::new(d.wr_id, index, wqebbs as u8, flags);
                     match op {
-                        Op::LocalInv => entry.with_wr_opcode(WcOpcode::LocalInv),
-                        Op::BindMw => entry.with_wr_opcode(WcOpcode::BindMw),
+                        Op::LocalInv => entry.with_wr_opcode(Recorded::LocalInv),
+                        Op::BindMw => entry.with_wr_opcode(Recorded::BindMw),
                         _ => entry,
                     }
                 } else {
