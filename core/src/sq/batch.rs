@@ -192,7 +192,7 @@ impl Op {
             Op::Write | Op::WriteImm | Op::Read => 1,
             Op::CmpSwp | Op::FetchAdd | Op::MaskedCs32 | Op::MaskedFa32 | Op::MaskedFa64 => 2,
             Op::MaskedCs64 => 3,
-            // (A bind of non-zero length adds its KLM: `Desc::klm_ds`.)
+            // (A bind of non-zero length adds its KLM, `BIND_KLM_DS`, in `encode`.)
             Op::LocalInv | Op::BindMw => UMR_CTRL_DS + MKEY_CTX_DS,
             _ => 0,
         }
