@@ -20,6 +20,12 @@
 //!   message has landed; a key the responder may not invalidate completes
 //!   the receive with `REMOTE_INVAL_REQ_ERR` and moves the responder to the
 //!   error state (RC requester: `REMOTE_OP_ERR`);
+//! - memory windows ([`Device::alloc_mw`]): a UMR WQE binds, unbinds or
+//!   (local invalidate) frees one, failing with `MW_BIND_ERR` when a rule
+//!   of [`MrTable::umr`] is broken; a bound window's rkey works for remote
+//!   access within its range and rights (a type-2 window only through its
+//!   QP) and never as an lkey; a local invalidate or a send with
+//!   invalidate frees a type-2 window;
 //! - UC and UD drop what RC would NAK (no acknowledgement exists);
 //! - an error CQE moves the QP to the error state; every WQE after it, and
 //!   every receive WQE of its own RQ, completes with `WR_FLUSH_ERR` (except
@@ -34,7 +40,7 @@ use super::cq::{
 };
 use super::eth;
 use super::mem::{DmaBlock, Region, UserRegion};
-use super::mr::{KeyFault, MrMemory, MrTable};
+use super::mr::{KeyFault, MrMemory, MrTable, Mw, MwBinding};
 use super::qp::{
     self, EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts, Qp, QpAttrs, RecvWqe, Rq, RqAttach, Sq,
     Srq, Striding,
@@ -42,7 +48,7 @@ use super::qp::{
 use super::record::{self, Expects, Record, RecordStats, Recorder};
 use super::wqe::{self, AtomicOp, AvInfo, EthKind, Op, ParseCtx, Sge, Wqe, WqeFault};
 use super::{
-    Access, Cqn, EmuError, EmuEvent, Pdn, QpState, QpType, Qpn, Srqn, VendorSyndrome, Xrcdn,
+    Access, Cqn, EmuError, EmuEvent, MwType, Pdn, QpState, QpType, Qpn, Srqn, VendorSyndrome, Xrcdn,
 };
 use mlx5dp::index::RingSize;
 use mlx5dp::prm::{
@@ -314,6 +320,7 @@ fn vendor_of(f: KeyFault) -> VendorSyndrome {
         KeyFault::Bounds => VendorSyndrome::Bounds,
         KeyFault::Access => VendorSyndrome::AccessRight,
         KeyFault::Misaligned => VendorSyndrome::Misaligned,
+        KeyFault::MwState => VendorSyndrome::MwState,
     }
 }
 
@@ -322,14 +329,16 @@ fn wqe_fault_syndrome(f: WqeFault) -> ReqFault {
         WqeFault::DsZero
         | WqeFault::DsTooSmall
         | WqeFault::DsTooLarge
-        | WqeFault::InlineOverrun => VendorSyndrome::BadDs,
+        | WqeFault::InlineOverrun
+        | WqeFault::KlmOverrun => VendorSyndrome::BadDs,
         WqeFault::BadWqeIndex | WqeFault::QpnMismatch => VendorSyndrome::BadCtrl,
         WqeFault::OpcodeNotAllowed => VendorSyndrome::OpcodeNotAllowed,
         WqeFault::Unsupported => VendorSyndrome::Unsupported,
         WqeFault::InlineNotAllowed
         | WqeFault::BadAtomicResult
         | WqeFault::EthInlineHeader
-        | WqeFault::MpwSession => VendorSyndrome::BadSegment,
+        | WqeFault::MpwSession
+        | WqeFault::BadUmr => VendorSyndrome::BadSegment,
     };
     (Syndrome::LocalQpOp, v)
 }
@@ -517,6 +526,25 @@ impl Device {
     /// Whether `key` is currently valid.
     pub fn mr_valid(&self, key: u32) -> bool {
         self.mrs.get(key).is_some_and(|m| m.valid)
+    }
+
+    /// Allocates a memory window of `mw_type` in `pd` (`ibv_alloc_mw`). It
+    /// starts free: its rkey works only once a bind WQE has bound it.
+    pub fn alloc_mw(&mut self, pd: Pdn, mw_type: MwType) -> Result<Mw, EmuError> {
+        self.check_pd(pd, "alloc_mw")?;
+        self.mrs.alloc_window(pd, mw_type)
+    }
+
+    /// Deallocates a memory window, named by any of its rkeys
+    /// (`ibv_dealloc_mw`); its key stops working.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<(), EmuError> {
+        self.mrs.dealloc_window(rkey)
+    }
+
+    /// A memory window's current rkey and what it maps (`None`: free), by
+    /// any of its rkeys; `None` if no window has that index.
+    pub fn mw_state(&self, rkey: u32) -> Option<(u32, Option<MwBinding>)> {
+        self.mrs.window(rkey)
     }
 
     fn check_pd(&self, pd: Pdn, verb: &'static str) -> Result<(), EmuError> {
@@ -1775,13 +1803,16 @@ impl Device {
         let (pd, qp_type, attrs) = (qp.pd, qp.qp_type, qp.attrs);
         match &w.op {
             Op::Nop => Outcome::Done(0),
-            Op::LocalInval { key } => {
-                if self.mrs.invalidate(pd, *key) {
-                    Outcome::Done(0)
-                } else {
-                    Outcome::Fail((Syndrome::MwBind, VendorSyndrome::BadKey))
-                }
-            }
+            // A failed bind or invalidate completes with MW_BIND_ERR, as a
+            // failed UMR does on mlx5 (PRM-FACTS §9.4).
+            Op::LocalInval { key } => match self.mrs.invalidate(pd, qpn, *key) {
+                Ok(()) => Outcome::Done(0),
+                Err(f) => Outcome::Fail((Syndrome::MwBind, vendor_of(f))),
+            },
+            Op::BindMw { key, bind } => match self.mrs.umr(pd, qpn, *key, bind) {
+                Ok(()) => Outcome::Done(0),
+                Err(f) => Outcome::Fail((Syndrome::MwBind, vendor_of(f))),
+            },
             Op::Send { imm, inval, sges } => {
                 let payload = match self.gather(pd, sges) {
                     Ok(p) => p,
@@ -1862,9 +1893,14 @@ impl Device {
                 }
                 if !payload.is_empty() {
                     let dpd = self.qps.get(&dest).map(|q| q.pd).unwrap_or(pd);
-                    let _ = self
-                        .mrs
-                        .write(dpd, *rkey, *raddr, &payload, Access::REMOTE_WRITE);
+                    let _ = self.mrs.write_remote(
+                        dpd,
+                        dest,
+                        *rkey,
+                        *raddr,
+                        &payload,
+                        Access::REMOTE_WRITE,
+                    );
                 }
                 if let Some(imm) = imm {
                     let msg = IbMsg {
@@ -1908,7 +1944,7 @@ impl Device {
                 if len > 0
                     && self
                         .mrs
-                        .read(dpd, *rkey, *raddr, &mut data, Access::REMOTE_READ)
+                        .read_remote(dpd, dest, *rkey, *raddr, &mut data, Access::REMOTE_READ)
                         .is_err()
                 {
                     return self.remote_fail(
@@ -2065,7 +2101,7 @@ impl Device {
             return Ok(());
         }
         self.mrs
-            .check(d.pd, rkey, raddr, len, need)
+            .check_remote(d.pd, dest, rkey, raddr, len, need)
             .map(|_| ())
             .map_err(|f| (Syndrome::RemoteAccess, vendor_of(f)))
     }
@@ -2276,16 +2312,17 @@ impl Device {
         // error and moves the responder to the error state (rxe
         // `RESPST_ERR_INVALIDATE_RKEY`, IBA class J), on UC as on RC; the
         // requester sees REMOTE_OP on RC and nothing on UC (emulator).
+        // A window key frees a type-2 window bound to this responder QP
+        // (IBA: type-2 windows are invalidated that way; a type-1 window
+        // cannot be, o10-37.2.26).
         if let Some(key) = msg.invalidate {
-            if !self.mrs.invalidate(dest_pd, key) {
-                let f = (Syndrome::RemoteInvalReq, VendorSyndrome::BadKey);
+            if let Err(kf) = self.mrs.invalidate(dest_pd, dest, key) {
+                let v = vendor_of(kf);
+                let f = (Syndrome::RemoteInvalReq, v);
                 let c = self.err_cqe(CqeOpcode::RespErr, 0, dest, wqe.counter, f, srqn);
                 self.push_cqe(cq, c);
                 self.enter_error(dest, Some(EmuEvent::QpAccessErr { qpn: dest }));
-                return Err(RespFault::Completed(
-                    Syndrome::RemoteOp,
-                    VendorSyndrome::BadKey,
-                ));
+                return Err(RespFault::Completed(Syndrome::RemoteOp, v));
             }
         }
         let mut cqe = Cqe64::default();
@@ -2358,7 +2395,14 @@ impl Device {
         let size = op.size();
         let (region, off): (&Region, usize) = self
             .mrs
-            .check(d.pd, rkey, raddr, u64::from(size), Access::REMOTE_ATOMIC)
+            .check_remote(
+                d.pd,
+                dest,
+                rkey,
+                raddr,
+                u64::from(size),
+                Access::REMOTE_ATOMIC,
+            )
             .map_err(|f| (Syndrome::RemoteAccess, vendor_of(f)))?;
         let big = matches!(op, AtomicOp::MaskedCs { .. } | AtomicOp::MaskedFa { .. })
             || self.cfg.atomic_endianness == AtomicEndianness::Big;

@@ -13,7 +13,7 @@
 //! Modules:
 //! - [`mem`]: the shared memory blocks and every `unsafe` access to them;
 //! - [`config`]: capabilities and emulation knobs;
-//! - [`mr`]: protection domains' memory regions;
+//! - [`mr`]: protection domains' memory regions and memory windows;
 //! - [`wqe`]: the send-WQE parser;
 //! - [`eth`]: Ethernet frame work (checksums, VLAN, TSO, receive checks);
 //! - [`cq`]: the CQE writer and compression;
@@ -55,6 +55,8 @@ pub use core_parts::{CoreCq, CoreRq, CoreSq, RqRawParts};
 pub use cq::{CompressionCfg, CompressionLayout, CqeSize};
 pub use device::{CqInit, Device, Fault, QpAttr, QpInit, RqInit, SrqInit, StepReport};
 pub use mem::{DmaBlock, MemError, Region, UserRegion};
+pub use mlx5dp::sq::MwType;
+pub use mr::{Mw, MwBinding};
 pub use qp::{EmuCqParts, EmuRqKind, EmuRqParts, EmuSqParts};
 pub use record::{RecordStats, Recorder};
 pub use thread::{DeviceThread, IdlePolicy, ThreadStats};
@@ -143,6 +145,9 @@ impl Access {
     pub const REMOTE_READ: Access = Access(4);
     /// `IBV_ACCESS_REMOTE_ATOMIC`.
     pub const REMOTE_ATOMIC: Access = Access(8);
+    /// `IBV_ACCESS_MW_BIND`: memory windows may be bound to the region
+    /// (IBA C10-73: a bind to a region without it fails).
+    pub const MW_BIND: Access = Access(1 << 4);
     /// Emulator: the key may be invalidated (send with invalidate, local
     /// invalidate), as a fast-registration key or type-2 memory window is.
     pub const INVALIDATE: Access = Access(1 << 16);
@@ -369,6 +374,12 @@ pub enum VendorSyndrome {
     Rnr = 0xec,
     /// The remote QP is missing or not ready (retries exhausted).
     Transport = 0xed,
+    /// A memory window in the wrong state for the operation: a bind of a
+    /// bound type-2 window, an unbind or invalidation of a window not bound
+    /// to this QP, a type-1 window invalidated, a bind whose form does not
+    /// match the window's type, or a type-2 window used through a QP it is
+    /// not bound to.
+    MwState = 0xee,
     /// Injected by [`Fault::FailWqe`].
     Injected = 0xef,
 }

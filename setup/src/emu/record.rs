@@ -298,6 +298,24 @@ pub fn wqe_expects(
         Op::LocalInval { key } => {
             e.hex("imm", *key);
         }
+        Op::BindMw { key, bind } => {
+            e.hex("imm", *key)
+                .flag("seg.umr_ctrl.check_free", bind.check_free)
+                .flag("seg.umr_ctrl.check_qpn", bind.check_qpn)
+                .flag("seg.mkey_context.free", bind.range.is_none());
+            if let Some(q) = bind.qpn {
+                e.hex("seg.mkey_context.qpn", q);
+            }
+            if let Some(v) = bind.variant {
+                e.hex("seg.mkey_context.mkey", v);
+            }
+            if let Some(r) = bind.range {
+                e.hex("seg.mkey_context.start_addr", r.start_addr)
+                    .hex("seg.mkey_context.len", r.len)
+                    .hex("seg.klm.mkey", r.klm_mkey)
+                    .hex("seg.klm.address", r.klm_address);
+            }
+        }
         Op::Send { imm, inval, sges } => {
             if let Some(b) = imm {
                 e.hex("imm", u32::from_be_bytes(*b));

@@ -14,6 +14,8 @@ use mlx5dp::prm::{
 use std::sync::Arc;
 use zerocopy::{FromBytes, IntoBytes};
 
+mod mw;
+
 const SIG: u8 = WQE_CTRL_CQ_UPDATE;
 
 // --------------------------------------------------------------------------

@@ -10,14 +10,15 @@
 //! belongs there and usually fails later as a bad key or a bad length;
 //! what can be seen here (DS count too small or too large, an inline
 //! segment running past the WQE, an atomic without its 8-byte result
-//! buffer, an opcode the QP type does not allow) is rejected here.
+//! buffer, an opcode the QP type does not allow, a UMR whose KLMs run past
+//! the WQE or whose parts disagree) is rejected here.
 #![forbid(unsafe_code)]
 
-use super::QpType;
+use super::{Access, QpType};
 use mlx5dp::prm::{
-    AtomicSeg, Av, AvBase, CtrlSeg, DataSeg, EthSeg, FmCeSe, MaskedAtomicSeg64, MaskedCs32Seg,
-    MaskedFa32Seg, MaskedFa64Seg, RaddrSeg, SendOpcode, XrcSeg, INLINE_SEG, OPC_MOD_EXT_ATOMIC_4B,
-    OPC_MOD_EXT_ATOMIC_8B, OPC_MOD_MPW, SEND_WQE_DS,
+    umr, AtomicSeg, Av, AvBase, CtrlSeg, DataSeg, EthSeg, FmCeSe, MaskedAtomicSeg64, MaskedCs32Seg,
+    MaskedFa32Seg, MaskedFa64Seg, MkeyContextSeg, RaddrSeg, SendOpcode, UmrCtrlSeg, UmrKlmSeg,
+    XrcSeg, INLINE_SEG, OPC_MOD_EXT_ATOMIC_4B, OPC_MOD_EXT_ATOMIC_8B, OPC_MOD_MPW, SEND_WQE_DS,
 };
 use zerocopy::FromBytes;
 
@@ -51,6 +52,13 @@ pub enum WqeFault {
     EthInlineHeader,
     /// A multi-packet WQE whose packets break the session rules.
     MpwSession,
+    /// A UMR's translation (`klm_octowords` × 16 bytes of KLMs) runs past
+    /// the end of the WQE.
+    KlmOverrun,
+    /// A UMR whose parts disagree: a bind of length 0, or without a KLM, or
+    /// whose range wraps the address space; a free that carries KLMs; bytes
+    /// after the translation.
+    BadUmr,
 }
 
 /// One entry of a gather or scatter list.
@@ -208,10 +216,19 @@ pub enum Op {
         /// Where the original value goes: (addr, lkey).
         result: (u64, u32),
     },
-    /// Local invalidate of a key.
+    /// Local invalidate of a key (opcode `LOCAL_INVAL`).
     LocalInval {
         /// The key.
         key: u32,
+    },
+    /// A UMR on a memory key: libmlx5's memory-window bind (`IBV_WR_BIND_MW`),
+    /// unbind (a bind of length 0) and local invalidate (`IBV_WR_LOCAL_INV`,
+    /// a type-2 unbind).
+    BindMw {
+        /// The key the UMR changes (the control segment's `imm`).
+        key: u32,
+        /// What the UMR writes.
+        bind: UmrBind,
     },
     /// Raw Ethernet transmission.
     Eth {
@@ -222,6 +239,43 @@ pub enum Op {
         /// The payload descriptors (one per packet for multi-packet WQEs).
         sges: Vec<Sge>,
     },
+}
+
+/// A UMR WQE that binds or frees a memory key, decoded from its UMR
+/// control segment, mkey context and inline translation (rdma-core
+/// `qp.c` `set_umr_control_seg`, `set_umr_mkey_seg`, `set_umr_data_seg`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmrBind {
+    /// `CHECK_FREE`: fail unless the key is free (libmlx5: a type-2 bind).
+    pub check_free: bool,
+    /// `CHECK_QPN`: fail unless the key is bound to this QP (libmlx5: a
+    /// type-2 unbind or local invalidate).
+    pub check_qpn: bool,
+    /// The mkey context's QPN field when the mask selects it (`0xffffff`:
+    /// no QP).
+    pub qpn: Option<u32>,
+    /// The new mkey variant byte when the mask selects it.
+    pub variant: Option<u8>,
+    /// What a bind maps; `None` for a free (unbind, invalidate).
+    pub range: Option<UmrRange>,
+}
+
+/// The range a binding UMR maps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmrRange {
+    /// The rights granted (from the mkey context's `access_flags`).
+    pub access: Access,
+    /// The first address the key answers to (`start_addr`; libmlx5 writes
+    /// 0 for a zero-based window).
+    pub start_addr: u64,
+    /// Length in bytes (non-zero; `start_addr + len` does not wrap).
+    pub len: u64,
+    /// The key of the region that holds the range: the first KLM's `mkey`
+    /// (that KLM covers the whole length).
+    pub klm_mkey: u32,
+    /// The address in that region `start_addr` maps to: the first KLM's
+    /// `address` (libmlx5 writes the window's start, zero-based or not).
+    pub klm_address: u64,
 }
 
 /// The UD address vector, decoded.
@@ -367,7 +421,10 @@ pub fn parse(bytes: &[u8], ctx: &ParseCtx) -> Result<Wqe, WqeFault> {
         SendOpcode::LocalInval => Op::LocalInval {
             key: ctrl.imm.get(),
         },
-        SendOpcode::Umr => umr_local_inval(&mut cur, ctrl.imm.get())?,
+        SendOpcode::Umr => Op::BindMw {
+            key: ctrl.imm.get(),
+            bind: parse_umr(&mut cur)?,
+        },
         SendOpcode::Send | SendOpcode::SendImm | SendOpcode::SendInval
             if ctx.qp_type != QpType::RawPacket =>
         {
@@ -490,9 +547,9 @@ fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFau
             }
         }
         S::Unknown(_) => return Err(WqeFault::Unsupported),
-        // Implemented by the hardware but not by this device: UMR other
-        // than the local invalidate (rejected in `umr_local_inval`), WAIT,
-        // SEND_EN, PSV, MMO, ...
+        // Implemented by the hardware but not by this device: WAIT,
+        // SEND_EN, PSV, MMO, ... (UMRs other than the binds and frees
+        // libmlx5 builds are rejected in `parse_umr`).
         _ => return Err(WqeFault::Unsupported),
     };
     if ok {
@@ -502,37 +559,105 @@ fn check_allowed(ctx: &ParseCtx, op: SendOpcode, opmod: u8) -> Result<(), WqeFau
     }
 }
 
-// The UMR WQE of a local invalidate, as libmlx5 builds it for
-// `ibv_wr_local_inv` (rdma-core `qp.c` `mlx5_send_wr_local_inv`:
-// `set_umr_control_seg` + `set_umr_mkey_seg` with a zero-length bind;
-// `mlx5dv.h` `struct mlx5_wqe_umr_ctrl_seg`, `struct mlx5_wqe_mkey_context_seg`).
-/// Bytes of the UMR control segment.
-const UMR_CTRL_BYTES: usize = 48;
-/// Bytes of the mkey context segment.
-const MKEY_CTX_BYTES: usize = 64;
-/// UMR control `flags` bit: the translation is inline (`MLX5_WQE_UMR_CTRL_FLAG_INLINE`).
-const UMR_CTRL_FLAG_INLINE: u8 = 1 << 7;
-/// UMR control `mkey_mask` bit: the free field is valid (`MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE`).
-const UMR_MKEY_MASK_FREE: u64 = 1 << 29;
-/// Mkey context `free` byte bit (`MLX5_WQE_MKEY_CONTEXT_FREE`).
-const MKEY_CONTEXT_FREE: u8 = 1 << 6;
+// The UMR WQEs libmlx5 builds for memory windows (rdma-core `qp.c`
+// `set_bind_wr`: `set_umr_control_seg`, `set_umr_mkey_seg`, then for a
+// range `set_umr_data_seg`; `mlx5dv.h` `struct mlx5_wqe_umr_ctrl_seg`,
+// `struct mlx5_wqe_mkey_context_seg`, `struct mlx5_wqe_umr_klm_seg`). The
+// local invalidate is the same WQE: a type-2 unbind (`_mlx5_post_send`,
+// `IBV_WR_LOCAL_INV`: `set_bind_wr(qp, IBV_MW_TYPE_2, 0, &bind_info = {})`).
+/// UMR control flags this device implements.
+const UMR_FLAGS_KNOWN: u8 = umr::CTRL_FLAG_INLINE
+    | umr::CTRL_FLAG_CHECK_FREE
+    | umr::CTRL_FLAG_TRANSLATION_OFFSET
+    | umr::CTRL_FLAG_CHECK_QPN;
+/// Mkey-mask bits a bind must select: the range and every access right
+/// (libmlx5 selects all of them for a bind of non-zero length; a partial
+/// update of a bound key is a UMR this device does not implement).
+const UMR_MASK_BIND: u64 = umr::MKEY_MASK_LEN
+    | umr::MKEY_MASK_START_ADDR
+    | umr::MKEY_MASK_ACCESS_LOCAL_WRITE
+    | umr::MKEY_MASK_ACCESS_REMOTE_READ
+    | umr::MKEY_MASK_ACCESS_REMOTE_WRITE
+    | umr::MKEY_MASK_ACCESS_ATOMIC;
+/// Mkey-mask bits this device implements.
+const UMR_MASK_KNOWN: u64 =
+    UMR_MASK_BIND | umr::MKEY_MASK_FREE | umr::MKEY_MASK_MKEY | umr::MKEY_MASK_QPN;
+/// The mkey context's access bits and the rights they grant (the local
+/// read bit is the kernel's, never the bind's: `set_umr_mkey_seg`).
+const MKEY_ACCESS: [(u8, Access); 4] = [
+    (umr::ACCESS_LOCAL_WRITE, Access::LOCAL_WRITE),
+    (umr::ACCESS_REMOTE_READ, Access::REMOTE_READ),
+    (umr::ACCESS_REMOTE_WRITE, Access::REMOTE_WRITE),
+    (umr::ACCESS_ATOMIC, Access::REMOTE_ATOMIC),
+];
 
-/// A UMR WQE: the only one this device executes is the local invalidate
-/// (free the mkey named by the control segment's `imm`); any other UMR is
-/// unsupported.
-fn umr_local_inval(cur: &mut Cursor<'_>, key: u32) -> Result<Op, WqeFault> {
-    let umr = cur.take(UMR_CTRL_BYTES)?;
-    let mkey = cur.take(MKEY_CTX_BYTES)?;
-    let mut mask = [0u8; 8];
-    mask.copy_from_slice(&umr[8..16]);
-    let frees = umr[0] & UMR_CTRL_FLAG_INLINE != 0
-        && u64::from_be_bytes(mask) & UMR_MKEY_MASK_FREE != 0
-        && mkey[0] & MKEY_CONTEXT_FREE != 0;
-    if frees {
-        Ok(Op::LocalInval { key })
-    } else {
-        Err(WqeFault::Unsupported)
+/// A UMR WQE after its control segment. It must select the free field
+/// (every UMR libmlx5 builds binds or frees), carry its translation inline
+/// with no translation offset or BSF, and end with its translation; a bind
+/// (free bit clear) sets its range and rights and maps them with one KLM.
+fn parse_umr(cur: &mut Cursor<'_>) -> Result<UmrBind, WqeFault> {
+    let ctrl: UmrCtrlSeg = cur.seg(UmrCtrlSeg::SIZE)?;
+    let mkey: MkeyContextSeg = cur.seg(MkeyContextSeg::SIZE)?;
+    let flags = ctrl.flags;
+    let mask = ctrl.mkey_mask.get();
+    // Translations by pointer, translation offsets and BSFs (signature
+    // offloads) are hardware features this device does not have.
+    if flags & !UMR_FLAGS_KNOWN != 0
+        || flags & umr::CTRL_FLAG_INLINE == 0
+        || ctrl.translation_offset.get() != 0
+        || mask & !UMR_MASK_KNOWN != 0
+        || mask & umr::MKEY_MASK_FREE == 0
+    {
+        return Err(WqeFault::Unsupported);
     }
+    let klm_bytes = usize::from(ctrl.klm_octowords.get()) * SEND_WQE_DS;
+    let klms = cur.take(klm_bytes).map_err(|_| WqeFault::KlmOverrun)?;
+    if !cur.done() {
+        return Err(WqeFault::BadUmr);
+    }
+    let qpn_mkey = mkey.qpn_mkey.get();
+    let mut bind = UmrBind {
+        check_free: flags & umr::CTRL_FLAG_CHECK_FREE != 0,
+        check_qpn: flags & umr::CTRL_FLAG_CHECK_QPN != 0,
+        qpn: (mask & umr::MKEY_MASK_QPN != 0).then_some(qpn_mkey >> 8),
+        variant: (mask & umr::MKEY_MASK_MKEY != 0).then_some(qpn_mkey as u8),
+        range: None,
+    };
+    if mkey.free & umr::MKEY_CONTEXT_FREE != 0 {
+        // A free has nothing to translate (`klm_octowords` 0: `get_klm_octo(0)`).
+        return if klms.is_empty() {
+            Ok(bind)
+        } else {
+            Err(WqeFault::BadUmr)
+        };
+    }
+    if mask & UMR_MASK_BIND != UMR_MASK_BIND {
+        return Err(WqeFault::Unsupported);
+    }
+    let (start_addr, len) = (mkey.start_addr.get(), mkey.len.get());
+    // libmlx5 frees instead of binding nothing.
+    if len == 0 || start_addr.checked_add(len).is_none() {
+        return Err(WqeFault::BadUmr);
+    }
+    let first = klms.get(..UmrKlmSeg::SIZE).ok_or(WqeFault::BadUmr)?;
+    let klm = UmrKlmSeg::read_from_bytes(first).map_err(|_| WqeFault::BadUmr)?;
+    // One KLM covers up to 2 GiB (`mlx5dv.h`; `set_bind_wr` refuses longer
+    // windows): a window spread over several KLMs is not implemented.
+    if u64::from(klm.byte_count.get()) < len {
+        return Err(WqeFault::Unsupported);
+    }
+    let access = MKEY_ACCESS
+        .iter()
+        .filter(|(bit, _)| mkey.access_flags & bit != 0)
+        .fold(Access::NONE, |acc, (_, right)| acc | *right);
+    bind.range = Some(UmrRange {
+        access,
+        start_addr,
+        len,
+        klm_mkey: klm.mkey.get(),
+        klm_address: klm.address.get(),
+    });
+    Ok(bind)
 }
 
 fn parse_av(cur: &mut Cursor<'_>) -> Result<AvInfo, WqeFault> {

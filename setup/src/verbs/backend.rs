@@ -324,8 +324,13 @@ impl Backend for VerbsBackend {
                 "keys that may be invalidated (memory windows, fast registration)",
             ));
         }
-        // `Access` bits 0..3 are the IBV_ACCESS_* values.
-        let mr = Mr::alloc(&self.pd(pd)?, len, access.0 & Access::ALL.0)?;
+        // `Access` bits 0..4 are the IBV_ACCESS_* values (bit 4:
+        // IBV_ACCESS_MW_BIND, for regions memory windows are bound to).
+        let mr = Mr::alloc(
+            &self.pd(pd)?,
+            len,
+            access.0 & (Access::ALL.0 | Access::MW_BIND.0),
+        )?;
         if mr.lkey() != mr.rkey() {
             return Err(BackendError::Unsupported(
                 "a memory region whose lkey and rkey differ (mlx5 gives one mkey)",
