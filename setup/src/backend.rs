@@ -27,8 +27,8 @@
 pub use crate::emu::core_parts::KeepAlive;
 pub use crate::emu::device::FlowRule;
 pub use crate::emu::{
-    Access, Caps, CoreCq, CoreRq, CoreSq, CqInit, Cqn, EmuEvent, Fault, Pdn, QpInit, QpState,
-    QpType, Qpn, RqInit, SrqInit, Srqn, Xrcdn,
+    Access, Caps, CoreCq, CoreRq, CoreSq, CqInit, Cqn, EmuEvent, Fault, MwType, Pdn, QpInit,
+    QpState, QpType, Qpn, RqInit, SrqInit, Srqn, Xrcdn,
 };
 use crate::emu::{Device, DeviceConfig, DeviceThread, DmaBlock, EmuError, MemError, QpAttr};
 use std::fmt;
@@ -274,6 +274,15 @@ pub trait Backend: fmt::Debug {
     fn reg_buffer(&mut self, pd: Pdn, len: usize, access: Access) -> Result<Buffer, BackendError>;
     /// Deregisters a buffer's key (the memory stays allocated).
     fn dereg(&mut self, key: u32) -> Result<(), BackendError>;
+    /// Allocates a memory window of `mw_type` in `pd` (`ibv_alloc_mw`) and
+    /// returns its rkey. The window starts free: the key works only once a
+    /// bind work request (`mlx5dp::sq::Batch::bind_mw`, with this rkey as
+    /// `mw_rkey`) has bound it, under the rkey the bind gives it.
+    fn alloc_mw(&mut self, pd: Pdn, mw_type: MwType) -> Result<u32, BackendError>;
+    /// Deallocates a memory window (`ibv_dealloc_mw`), named by any rkey
+    /// it has had (binds change only the low 8 bits, the mkey variant);
+    /// its key stops working, bound or not.
+    fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError>;
     /// Creates a CQ.
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError>;
     /// Creates a QP (in RESET).
@@ -358,6 +367,12 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn dereg(&mut self, key: u32) -> Result<(), BackendError> {
         (**self).dereg(key)
+    }
+    fn alloc_mw(&mut self, pd: Pdn, mw_type: MwType) -> Result<u32, BackendError> {
+        (**self).alloc_mw(pd, mw_type)
+    }
+    fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError> {
+        (**self).dealloc_mw(rkey)
     }
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {
         (**self).create_cq(init)
@@ -529,6 +544,14 @@ impl Backend for EmuBackend {
 
     fn dereg(&mut self, key: u32) -> Result<(), BackendError> {
         Ok(self.with(|d| d.dereg_mr(key))?)
+    }
+
+    fn alloc_mw(&mut self, pd: Pdn, mw_type: MwType) -> Result<u32, BackendError> {
+        Ok(self.with(|d| d.alloc_mw(pd, mw_type))?.rkey)
+    }
+
+    fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError> {
+        Ok(self.with(|d| d.dealloc_mw(rkey))?)
     }
 
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {

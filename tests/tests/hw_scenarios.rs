@@ -18,13 +18,15 @@
 //!
 //! What stays emulator only (fault injection, forced or enhanced CQE
 //! compression, step mode, striding RQs on plain QPs, UD address vectors
-//! without a route, masked atomics, invalidatable keys) is listed in
-//! `mlx5dp_tests::scenarios` and marked in the `e2e_*.rs` files.
+//! without a route, masked atomics, invalidatable region keys, zero-based
+//! memory windows, window binds over a region without `MW_BIND`, type-2
+//! unbinds by a zero-length bind) is listed in `mlx5dp_tests::scenarios`
+//! and marked in the `e2e_*.rs` files.
 
 use mlx5dp::sq::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly};
 use mlx5dp_setup::verbs::{self, Context, VerbsBackend, VerbsError};
 use mlx5dp_tests::scenarios::faults::{fault_case, Bad};
-use mlx5dp_tests::scenarios::{random, rc, rx};
+use mlx5dp_tests::scenarios::{mw, random, rc, rx};
 
 /// The device `MLX5DP_DEVICE` names (default: the first one).
 fn hw() -> VerbsBackend {
@@ -127,6 +129,37 @@ fn srq_error_and_flush_keep_the_shared_queue() {
 #[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
 fn xrc_across_two_domains() {
     rx::xrc_across_two_domains(hw());
+}
+
+/// Memory windows through `ibv_alloc_mw`, bound by the core's UMR.
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn mw_bind_write_read() {
+    mw::bind_write_read(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn mw_type1_serves_any_qp_of_the_pd() {
+    mw::type1_serves_any_qp_of_the_pd(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn mw_outside_the_window_fails() {
+    mw::outside_the_window_fails(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn mw_stale_unbound_and_wrong_qp_keys_fail() {
+    mw::stale_unbound_and_wrong_qp_keys_fail(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn mw_invalidation_kills_the_key() {
+    mw::invalidation_kills_the_key(hw());
 }
 
 /// The randomised run; hardware cannot inject failures, so the errors are

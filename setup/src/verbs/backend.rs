@@ -2,10 +2,10 @@
 //! scenarios, `mlx5dp perf` and `mlx5dp trace record` run on hardware
 //! unchanged.
 //!
-//! Every object is created through [`super::resources`] (PD, MR, CQ through
-//! `mlx5dv_create_cq`, QP through `mlx5dv_create_qp`, SRQ, XRC domain, flow
-//! rule) and handed to the core as the same backend-neutral owners the
-//! emulator hands out ([`crate::emu::CoreSq`], [`CoreCq`],
+//! Every object is created through [`super::resources`] (PD, MR, memory
+//! window, CQ through `mlx5dv_create_cq`, QP through `mlx5dv_create_qp`,
+//! SRQ, XRC domain, flow rule) and handed to the core as the same
+//! backend-neutral owners the emulator hands out ([`crate::emu::CoreSq`], [`CoreCq`],
 //! [`crate::emu::CoreRq`], [`Buffer`]), filled from the checked
 //! `mlx5dv_init_obj` parts. The numbers are the
 //! hardware's (QPN, CQN, SRQ number); a PD or XRC domain number is this
@@ -16,8 +16,13 @@
 //! What the emulator alone can do is refused with
 //! [`BackendError::Unsupported`]: fault injection, forced CQE compression,
 //! the enhanced compression layout (needs DevX), a striding RQ on a QP
-//! (verbs needs a WQ behind an RSS QP), keys that may be invalidated.
-//! [`Backend::progress`] does nothing: the device runs by itself.
+//! (verbs needs a WQ behind an RSS QP), region keys that may be
+//! invalidated. [`Backend::progress`] does nothing: the device runs by
+//! itself.
+//!
+//! Memory windows ([`Backend::alloc_mw`]) are real `ibv_alloc_mw` windows
+//! the core binds with its own UMR work requests; like everything here,
+//! that path has been compiled, never run on a ConnectX.
 //!
 //! Sizes: the provider rounds every queue up (a CQ of `cqe + 1` rounded to a
 //! power of two, an SRQ likewise, an SQ of `max_send_wr` WQEs of the
@@ -28,13 +33,13 @@
 
 use super::device::{Context, DeviceCaps, PortInfo};
 use super::resources::{
-    ConnectOptions, Cq, CqOptions, Flow, Mr, Pd, Peer, Qp, QpKind, QpOn, QpOptions, Srq, Xrcd,
+    ConnectOptions, Cq, CqOptions, Flow, Mr, Mw, Pd, Peer, Qp, QpKind, QpOn, QpOptions, Srq, Xrcd,
 };
 use super::VerbsError;
 use crate::backend::{
     Access, Backend, BackendError, Buffer, BufferMem, Caps, ConnectAttr, CoreCq, CqInit,
-    DeviceInfo, FlowRule, Pdn, QpHandle, QpInit, QpState, QpType, Qpn, RqInit, SrqHandle, SrqInit,
-    Srqn, Xrcdn,
+    DeviceInfo, FlowRule, MwType, Pdn, QpHandle, QpInit, QpState, QpType, Qpn, RqInit, SrqHandle,
+    SrqInit, Srqn, Xrcdn,
 };
 use crate::emu::config::{ContextFlags, CqeCompCaps, StridingRqCaps};
 use crate::emu::{CompressionLayout, CqeSize, MemError};
@@ -87,6 +92,11 @@ pub struct VerbsBackend {
     port: PortInfo,
     pds: Vec<Pd>,
     xrcds: Vec<Xrcd>,
+    /// Memory windows by mkey index ([`mkey_index`]): a bind changes an
+    /// rkey's low byte, so any rkey the window has had finds it. Declared
+    /// before the QPs so that dropping the backend deallocates the
+    /// windows before it destroys the QPs type-2 windows are bound to.
+    mws: BTreeMap<u32, Mw>,
     cqs: BTreeMap<u32, Cq>,
     srqs: BTreeMap<u32, Srq>,
     qps: BTreeMap<u32, Qp>,
@@ -96,6 +106,14 @@ pub struct VerbsBackend {
 /// An index of this backend's (PD, XRC domain) that names nothing.
 fn no_such(what: &'static str) -> BackendError {
     BackendError::Verbs(VerbsError::Invalid(what))
+}
+
+/// The mkey index of a key: an mlx5 mkey is `index << 8 | variant`
+/// (Linux `mlx5_mkey_to_idx`, `mlx5_mkey_variant`), and a bind changes
+/// only the variant (libmlx5 `set_umr_mkey_seg` writes the new rkey's low
+/// byte into `qpn_mkey`).
+fn mkey_index(key: u32) -> u32 {
+    key >> 8
 }
 
 /// The first PSN of a QP: its number (any 24-bit value works; both ends
@@ -239,6 +257,7 @@ impl VerbsBackend {
             port,
             pds: Vec::new(),
             xrcds: Vec::new(),
+            mws: BTreeMap::new(),
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
             qps: BTreeMap::new(),
@@ -321,7 +340,8 @@ impl Backend for VerbsBackend {
     fn reg_buffer(&mut self, pd: Pdn, len: usize, access: Access) -> Result<Buffer, BackendError> {
         if access.contains(Access::INVALIDATE) {
             return Err(BackendError::Unsupported(
-                "keys that may be invalidated (memory windows, fast registration)",
+                "region keys that may be invalidated (fast registration; \
+                 for a memory window use Backend::alloc_mw)",
             ));
         }
         // `Access` bits 0..4 are the IBV_ACCESS_* values (bit 4:
@@ -344,6 +364,31 @@ impl Backend for VerbsBackend {
         Err(BackendError::Unsupported(
             "deregistering a key while its buffer lives (the verbs MR owns its memory)",
         ))
+    }
+
+    /// `ibv_alloc_mw` on the PD (never run: compiled only, no ConnectX
+    /// here). The window is kept until [`Backend::dealloc_mw`] or the
+    /// backend's drop.
+    fn alloc_mw(&mut self, pd: Pdn, mw_type: MwType) -> Result<u32, BackendError> {
+        let mw = Mw::alloc(&self.pd(pd)?, mw_type)?;
+        let rkey = mw.rkey();
+        // A live mkey's index is its own (the device allocates mkeys from
+        // one index space), so no window this backend holds has it.
+        self.mws.insert(mkey_index(rkey), mw);
+        Ok(rkey)
+    }
+
+    /// `ibv_dealloc_mw` (never run: compiled only). A failure of the verb
+    /// itself is the `Drop` of [`Mw`]'s (checked in debug builds, the
+    /// window leaked otherwise); an rkey that names no window of this
+    /// backend is an error.
+    fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError> {
+        let mw = self
+            .mws
+            .remove(&mkey_index(rkey))
+            .ok_or_else(|| no_such("no such memory window"))?;
+        drop(mw);
+        Ok(())
     }
 
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {

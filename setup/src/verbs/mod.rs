@@ -9,12 +9,13 @@
 //!   (`ibv_query_device_ex` + `mlx5dv_query_device`) and read its clock
 //!   (`ibv_query_rt_values_ex`, `mlx5dv_get_clock_info`).
 //! - [`resources`]: RAII owners of protection domains, memory regions,
-//!   CQs (`mlx5dv_create_cq`, with CQE compression when asked), QPs of every
-//!   type the core drives (RC, UC, UD, XRC initiator and target, RAW_PACKET
-//!   with a flow-steering rule), SRQs and XRC SRQs, XRC domains shared
-//!   through a file, striding RQs (`mlx5dv_create_wq`); QP state transitions
-//!   with the attributes each type needs, RC connection from exchanged
-//!   QPN/LID/GID/PSN, and recovery after an error completion.
+//!   memory windows (`ibv_alloc_mw`), CQs (`mlx5dv_create_cq`, with CQE
+//!   compression when asked), QPs of every type the core drives (RC, UC,
+//!   UD, XRC initiator and target, RAW_PACKET with a flow-steering rule),
+//!   SRQs and XRC SRQs, XRC domains shared through a file, striding RQs
+//!   (`mlx5dv_create_wq`); QP state transitions with the attributes each
+//!   type needs, RC connection from exchanged QPN/LID/GID/PSN, and
+//!   recovery after an error completion.
 //! - [`parts`]: `mlx5dv_init_obj` and the checks that turn its output into
 //!   the core's raw-parts types. After this the core never calls rdma-core.
 //! - [`backend`]: [`VerbsBackend`], the [`crate::backend::Backend`] the
@@ -28,13 +29,18 @@
 //! # Teardown order
 //!
 //! Every owner holds an [`std::sync::Arc`] to each object it depends on
-//! (a QP to its PD, CQs, SRQ and XRC domain; an MR, SRQ or WQ to its PD; a
-//! PD, CQ or XRC domain to the device context; a flow rule to its QP), so
-//! a parent is destroyed only after its last child: QP → SRQ/WQ → CQ → MR →
-//! PD → XRC domain → device context, whatever order the caller drops the
-//! handles in. Raw parts borrow their owner (`SqRawParts<'_>`), or, where
-//! the core's type has no lifetime ([`mlx5dp::cq::CqParts`]), the
-//! constructor's `unsafe` contract says to keep the owner alive.
+//! (a QP to its PD, CQs, SRQ and XRC domain; an MR, memory window, SRQ or
+//! WQ to its PD; a PD, CQ or XRC domain to the device context; a flow rule
+//! to its QP), so a parent is destroyed only after its last child: QP →
+//! SRQ/WQ → CQ → MR/memory window → PD → XRC domain → device context,
+//! whatever order the caller drops the handles in. (A window holds no
+//! `Arc` to the region it is bound to: the binding is the device's, made
+//! by a work request the core posts. Deallocate windows before their
+//! regions go: rxe refuses to deregister a region with windows bound,
+//! and what a ConnectX does then has not been seen here.) Raw parts
+//! borrow their owner (`SqRawParts<'_>`), or, where the core's type has
+//! no lifetime ([`mlx5dp::cq::CqParts`]), the constructor's `unsafe`
+//! contract says to keep the owner alive.
 //!
 //! # The backend-neutral owners
 //!
@@ -63,7 +69,7 @@ mod tests;
 pub use backend::VerbsBackend;
 pub use device::{list_devices, Context, DeviceCaps};
 pub use parts::PartsError;
-pub use resources::{Cq, CqOptions, Flow, Mr, Pd, Qp, QpKind, QpOptions, Srq, Wq, Xrcd};
+pub use resources::{Cq, CqOptions, Flow, Mr, Mw, Pd, Qp, QpKind, QpOptions, Srq, Wq, Xrcd};
 
 use std::fmt;
 

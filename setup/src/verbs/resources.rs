@@ -24,8 +24,8 @@ use mlx5dp::ring::RingBuf;
 use mlx5dp::sq::{self, SqConfig, SqRawParts};
 use rdma_sys::ibv_qp_attr_mask as M;
 use rdma_sys::{
-    ibv_cq_ex, ibv_flow, ibv_mr, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr_ex, ibv_srq, ibv_wq,
-    ibv_xrcd,
+    ibv_cq_ex, ibv_flow, ibv_mr, ibv_mw, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_init_attr_ex, ibv_srq,
+    ibv_wq, ibv_xrcd,
 };
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -210,6 +210,78 @@ impl Mr {
             // Rust reference to them exists (only raw pointers).
             unsafe { self.mem.ptr.as_ptr().add(off + i).write_volatile(b) };
         }
+    }
+}
+
+/// A memory window (`ibv_alloc_mw`), deallocated on drop
+/// (`ibv_dealloc_mw`).
+///
+/// It is allocated free; the core binds it with a UMR work request
+/// (`mlx5dp::sq::Batch::bind_mw`), as libmlx5's `ibv_post_send` with
+/// `IBV_WR_BIND_MW` does, and libibverbs is not told: `ibv_mw.rkey` stays
+/// the rkey the window was allocated with (libmlx5 updates it only in
+/// `mlx5_bind_mw`, the `ibv_bind_mw` of a type-1 window), so the caller
+/// keeps the rkey each bind gives.
+///
+/// Never run: written against rdma-core v44's `ibv_alloc_mw` /
+/// `ibv_dealloc_mw` (`verbs.h`; libmlx5 `mlx5_alloc_mw`,
+/// `mlx5_dealloc_mw`) and compiled, with no ConnectX to run it on.
+#[derive(Debug)]
+pub struct Mw {
+    ptr: *mut ibv_mw,
+    mw_type: sq::MwType,
+    _pd: Arc<PdInner>,
+}
+verbs_owner_is_send_sync!(Mw);
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `Mw::alloc`, deallocated once, here; the PD
+        // (`_pd`, a field dropped after this body) is still alive.
+        // rdma-sys's wrapper unwraps `ops.dealloc_mw`, which is never
+        // empty: libibverbs fills every op a provider leaves out with a
+        // stub (`dummy_ops.c`, `verbs_set_ops`), and libmlx5 sets it
+        // (`mlx5_ctx_common_ops`).
+        destroyed("ibv_dealloc_mw", unsafe {
+            rdma_sys::ibv_dealloc_mw(self.ptr)
+        });
+    }
+}
+
+impl Mw {
+    /// Allocates a free memory window of `mw_type` in `pd`. Fails with
+    /// `EOPNOTSUPP` when the provider has no `alloc_mw`.
+    pub fn alloc(pd: &Pd, mw_type: sq::MwType) -> Result<Self, VerbsError> {
+        let t = match mw_type {
+            sq::MwType::Type1 => rdma_sys::ibv_mw_type::IBV_MW_TYPE_1,
+            sq::MwType::Type2 => rdma_sys::ibv_mw_type::IBV_MW_TYPE_2,
+        };
+        // SAFETY: the PD is alive (held by `pd`), and with it its context,
+        // whose ops table libibverbs filled when the device was opened.
+        // rdma-sys returns `None` (errno EOPNOTSUPP) for an empty
+        // `ops.alloc_mw`, as `verbs.h` does; the provider (or libibverbs'
+        // stub) returns NULL with errno set on failure.
+        let ptr = unsafe { rdma_sys::ibv_alloc_mw(pd.inner.ptr, t) };
+        match ptr {
+            Some(ptr) if !ptr.is_null() => Ok(Mw {
+                ptr,
+                mw_type,
+                _pd: pd.inner.clone(),
+            }),
+            _ => Err(VerbsError::last("ibv_alloc_mw")),
+        }
+    }
+
+    /// The rkey the window was allocated with (`ibv_mw.rkey`; see the
+    /// type's documentation for why binds do not change it here).
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: the window is allocated; `rkey` is a plain field.
+        unsafe { (*self.ptr).rkey }
+    }
+
+    /// The window's type.
+    pub fn mw_type(&self) -> sq::MwType {
+        self.mw_type
     }
 }
 

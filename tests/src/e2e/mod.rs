@@ -95,6 +95,9 @@ pub struct Polled {
     pub l3_l4_ok: (bool, bool),
     /// The GRH flag.
     pub grh: bool,
+    /// The rkey a send with invalidate invalidated
+    /// (`ibv_wc_read_invalidated_rkey`).
+    pub invalidated: Option<u32>,
 }
 
 impl Polled {
@@ -118,6 +121,7 @@ impl Polled {
             strides: c.consumed_strides(),
             l3_l4_ok: (c.l3_ok(), c.l4_ok()),
             grh: c.wc_flags().contains(mlx5dp::cq::WcFlags::GRH),
+            invalidated: c.invalidated_rkey(),
         }
     }
 }

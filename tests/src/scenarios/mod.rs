@@ -12,17 +12,23 @@
 //! the core's mistakes are checked on the emulator only. Scenarios that
 //! need the emulator's powers (fault injection, forced CQE compression,
 //! step mode, a striding RQ on a plain QP, address vectors without a
-//! route, invalidatable keys) stay in the `e2e_*.rs` files, each marked
-//! "emulator only" with the reason.
+//! route, invalidatable region keys, the window state behind
+//! `Device::mw_state`) stay in the `e2e_*.rs` files, each marked
+//! "emulator only" with the reason; so do the memory-window rules whose
+//! outcome on a ConnectX is not established (zero-based windows, a bind
+//! over a region without `MW_BIND`, a type-2 unbind by a zero-length
+//! bind: see [`mw`]).
 //!
 //! - [`rc`]: RC send/receive, RDMA and atomics, raw Ethernet, ring wraps,
 //!   regular completions;
 //! - [`faults`]: error completions and flushes caused by one bad work
 //!   request;
 //! - [`rx`]: shared receive queues and XRC;
+//! - [`mw`]: memory windows (bind, use, bounds and rights, invalidation);
 //! - [`random`]: the seeded randomised run.
 
 pub mod faults;
+pub mod mw;
 pub mod random;
 pub mod rc;
 pub mod rx;
