@@ -1097,7 +1097,7 @@ fn constant_registry() -> BTreeMap<String, ConstValue> {
         umr::MKEY_MASK_SIG_ERR, umr::MKEY_MASK_BSF_ENABLE, umr::MKEY_MASK_MKEY, umr::MKEY_MASK_QPN,
         umr::MKEY_MASK_ACCESS_LOCAL_WRITE, umr::MKEY_MASK_ACCESS_REMOTE_READ,
         umr::MKEY_MASK_ACCESS_REMOTE_WRITE, umr::MKEY_MASK_ACCESS_ATOMIC, umr::MKEY_MASK_FREE,
-        umr::MKEY_CONTEXT_FREE, umr::ACCESS_ATOMIC, umr::ACCESS_REMOTE_WRITE,
+        umr::MKEY_CONTEXT_FREE, umr::MKEY_QPN_NONE, umr::ACCESS_ATOMIC, umr::ACCESS_REMOTE_WRITE,
         umr::ACCESS_REMOTE_READ, umr::ACCESS_LOCAL_WRITE, umr::ACCESS_LOCAL_READ,
     );
     for info in enum_infos() {

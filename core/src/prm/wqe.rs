@@ -352,6 +352,10 @@ pub mod umr {
     pub const MKEY_MASK_ACCESS_ATOMIC: u64 = 1 << 21;
     /// `MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE`.
     pub const MKEY_MASK_FREE: u64 = 1 << 29;
+    /// [`super::MkeyContextSeg::qpn_mkey`]'s QPN field (bits 31:8) of a key
+    /// bound to no QP: all ones (libmlx5 `set_umr_mkey_seg` writes it for a
+    /// type-1 bind and for every free).
+    pub const MKEY_QPN_NONE: u32 = 0x00ff_ffff;
     /// `MLX5_WQE_MKEY_CONTEXT_FREE`: [`super::MkeyContextSeg::free`].
     pub const MKEY_CONTEXT_FREE: u8 = 1 << 6;
     /// `MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC`.

@@ -235,7 +235,7 @@ const UMR_CTRL_FLAGS_LOCAL_INV: u8 =
 /// the mkey variant.
 const UMR_MKEY_MASK_LOCAL_INV: u64 = umr::MKEY_MASK_FREE | umr::MKEY_MASK_QPN | umr::MKEY_MASK_MKEY;
 /// Mkey context `qpn_mkey` of a free: QPN field all ones, mkey variant 0.
-const MKEY_QPN_FREE: u32 = 0xffff_ff00;
+const MKEY_QPN_FREE: u32 = umr::MKEY_QPN_NONE << 8;
 /// DS of a bind's translation: one KLM padded to 64 bytes (libmlx5
 /// `set_umr_data_seg`), `klm_octowords` 4 (`get_klm_octo(1)`).
 const BIND_KLM_DS: u32 = 4;

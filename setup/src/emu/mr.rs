@@ -127,9 +127,8 @@ struct Window {
     binding: Option<MwBinding>,
 }
 
-/// The mkey context's QPN field of a key bound to no QP (libmlx5
-/// `set_umr_mkey_seg` writes it for type 1 and for a free).
-const NO_QPN: u32 = 0x00ff_ffff;
+/// The mkey context's QPN field of a key bound to no QP.
+const NO_QPN: u32 = mlx5dp::prm::umr::MKEY_QPN_NONE;
 
 /// The memory-region and memory-window table of one device.
 #[derive(Debug, Default)]

@@ -605,34 +605,43 @@ fn parse_flags(s: &str) -> Result<SendFlags, String> {
     Ok(f)
 }
 
-/// `ADDR:LEN:LKEY` (an `sge=` value).
-pub fn parse_sge(s: &str) -> Result<SgeSpec, String> {
+/// `ADDR:LEN:LKEY` as address, length (`parse_len`: 32 or 64 bits, with
+/// its error) and lkey; `what` names the value in the shape error.
+fn parse_addr_len_key<L>(
+    s: &str,
+    what: &str,
+    parse_len: impl Fn(&str) -> Option<L>,
+    len_error: &'static str,
+) -> Result<(u64, L, u32), String> {
     let mut parts = s.split(':');
     let (Some(a), Some(l), Some(k), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err("an SGE is ADDR:LEN:LKEY".into());
+        return Err(format!("{what} is ADDR:LEN:LKEY"));
     };
-    Ok(SgeSpec {
-        addr: parse_u64(a).ok_or("the address is not a 64-bit integer")?,
-        length: parse_u32(l).ok_or("the length is not a 32-bit integer")?,
-        lkey: parse_u32(k).ok_or("the lkey is not a 32-bit integer")?,
-    })
+    Ok((
+        parse_u64(a).ok_or("the address is not a 64-bit integer")?,
+        parse_len(l).ok_or(len_error)?,
+        parse_u32(k).ok_or("the lkey is not a 32-bit integer")?,
+    ))
+}
+
+/// `ADDR:LEN:LKEY` (an `sge=` value).
+pub fn parse_sge(s: &str) -> Result<SgeSpec, String> {
+    let (addr, length, lkey) =
+        parse_addr_len_key(s, "an SGE", parse_u32, "the length is not a 32-bit integer")?;
+    Ok(SgeSpec { addr, length, lkey })
 }
 
 /// `ADDR:LEN:LKEY` (a `bind=` value; the length is 64 bits).
 fn parse_bind(s: &str) -> Result<BindSpec, String> {
-    let mut parts = s.split(':');
-    let (Some(a), Some(l), Some(k), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err("a bound range is ADDR:LEN:LKEY".into());
-    };
-    Ok(BindSpec {
-        addr: parse_u64(a).ok_or("the address is not a 64-bit integer")?,
-        length: parse_u64(l).ok_or("the length is not a 64-bit integer")?,
-        lkey: parse_u32(k).ok_or("the lkey is not a 32-bit integer")?,
-    })
+    let (addr, length, lkey) = parse_addr_len_key(
+        s,
+        "a bound range",
+        parse_u64,
+        "the length is not a 64-bit integer",
+    )?;
+    Ok(BindSpec { addr, length, lkey })
 }
 
 /// `ibv_access_flags`: a comma list of `local_write remote_write

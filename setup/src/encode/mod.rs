@@ -332,7 +332,7 @@ impl fmt::Display for Refused {
                 }
                 PostError::FrameBytesRequired => "a raw send needs the frame's first bytes",
                 PostError::UnsupportedOp => {
-                    "the QP does not support this operation or flag (atomics: RC or XRC without --no-atomics; ip_csum: raw without --no-raw-csum; tso: raw with --max-tso-header)"
+                    "the QP does not support this operation or flag (atomics: RC or XRC without --no-atomics; local_inv, bind_mw: RC, UC or XRC; ip_csum: raw without --no-raw-csum; tso: raw with --max-tso-header)"
                 }
                 PostError::MissingUdAddress => {
                     "a UD work request needs av= (and remote_qpn=, remote_qkey=)"
