@@ -3,13 +3,15 @@
 //!
 //! One of the few modules of the core allowed `unsafe`: every raw-pointer
 //! access of the data path to a UAR page or to a doorbell record goes through
-//! the two types here, so the `// SAFETY:` arguments live in one place.
+//! the types here, so the `// SAFETY:` arguments live in one place.
 //!
 //! - [`Register`]: a device register in a UAR page (the doorbell/BlueFlame
 //!   register at `0x800 + k * bf_reg_size`, the CQ doorbell at `0x20`),
 //!   written with single, ascending, volatile stores. Registers are only ever
 //!   reached through raw pointers, never references, because a reference
 //!   would let the compiler invent reads of MMIO.
+//! - `BfHalves` (crate-private): a send queue's register as two BlueFlame
+//!   halves written alternately, the current half kept as an address.
 //! - [`DeviceWord`]: one naturally aligned scalar of host memory shared with
 //!   the device (a doorbell-record counter, a CQE ownership byte), read and
 //!   written with single `Relaxed` atomic accesses (plain loads and stores
@@ -134,39 +136,6 @@ impl Register {
         unsafe { store64(self.base.as_ptr().add(offset), bytes) }
     }
 
-    /// [`Register::write64_at`] without the range test, for the send
-    /// doorbell, whose offset is one of the two BlueFlame halves by
-    /// construction (the test would cost the hot path five instructions).
-    ///
-    /// # Safety
-    ///
-    /// `offset` is a multiple of 8 and `offset + 8 <= self.size()`.
-    #[inline(always)]
-    pub(crate) unsafe fn write64_at_unchecked(&self, offset: usize, bytes: [u8; 8]) {
-        debug_assert!(offset % 8 == 0 && offset + 8 <= self.size);
-        // SAFETY: the caller guarantees the offset is 8-aligned and in range;
-        // with `new`'s contract the destination is aligned and writable.
-        unsafe { store64(self.base.as_ptr().add(offset), bytes) }
-    }
-
-    /// [`Register::write_chunk64`] without the range test (the BlueFlame
-    /// copy of the send doorbell).
-    ///
-    /// # Safety
-    ///
-    /// `offset` is a multiple of 8 and `offset + 64 <= self.size()`.
-    #[inline(always)]
-    pub(crate) unsafe fn write_chunk64_unchecked(&self, offset: usize, chunk: &[u8; 64]) {
-        debug_assert!(offset % 8 == 0 && offset + 64 <= self.size);
-        let words: [[u8; 8]; 8] = zerocopy::transmute!(*chunk);
-        for (i, word) in words.into_iter().enumerate() {
-            // SAFETY: the caller guarantees `offset + 64 <= size` with
-            // `offset` 8-aligned, so `offset + 8 * i` (i < 8) has 8 aligned
-            // bytes in bounds; with `new`'s contract the store is valid.
-            unsafe { store64(self.base.as_ptr().add(offset + 8 * i), word) }
-        }
-    }
-
     /// Writes a 64-byte chunk at `offset` as eight 64-bit volatile stores in
     /// ascending address order: the BlueFlame copy unit (rdma-core
     /// `mmio_memcpy_x64`, UCX `uct_ib_mlx5_bf_copy`).
@@ -196,6 +165,99 @@ impl Register {
             // in bounds; with `new`'s contract the store is valid.
             unsafe { store64(self.base.as_ptr().add(offset + 8 * i), word) }
         }
+    }
+}
+
+/// A send queue's doorbell/BlueFlame register as rdma-core's `struct
+/// mlx5_bf` uses it: two halves of `half` bytes (one 8-byte doorbell when
+/// `half` is 0), each write to the half after the previous one's
+/// (`bf->offset ^= bf->buf_size` after every doorbell, plain or BlueFlame).
+///
+/// The half the next write uses is kept as its address, and the toggle as
+/// the XOR of the two halves' addresses: a write is one load of the address
+/// and the store, the toggle one XOR (rdma-core's `bf->reg + bf->offset`
+/// loads a base and an offset for every doorbell).
+#[derive(Debug)]
+pub(crate) struct BfHalves {
+    /// The whole register (both halves); owns the exclusivity.
+    reg: Register,
+    /// The first byte of the half the next write uses: `reg.base` or
+    /// `reg.base + half`.
+    cur: *mut u8,
+    /// `addr(base) ^ addr(base + half)`: XORed into `cur`'s address, it
+    /// names the other half (0 when `half` is 0: one doorbell address).
+    toggle: usize,
+}
+
+// SAFETY: as for `Register` (exclusive device memory, no thread affinity):
+// `cur` points into the register this value owns.
+unsafe impl Send for BfHalves {}
+
+impl BfHalves {
+    /// The halves of `reg`, each `half` bytes, the first write to the
+    /// second half if `second_half`. `None` if `half` is not a multiple of
+    /// 64 or `reg` is shorter than `max(2 * half, 8)` bytes.
+    pub(crate) fn new(reg: Register, half: usize, second_half: bool) -> Option<Self> {
+        let need = core::cmp::max(half.checked_mul(2)?, 8);
+        if half % 64 != 0 || reg.size() < need {
+            return None;
+        }
+        let base = reg.base.as_ptr();
+        // `half < 2 * half <= size` (or `half == 0`): `base + half` lies in
+        // the register's span.
+        let other = base.wrapping_add(half);
+        let toggle = base.addr() ^ other.addr();
+        Some(Self {
+            reg,
+            cur: if second_half { other } else { base },
+            toggle,
+        })
+    }
+
+    /// Byte offset, within the register, of the half the next write uses
+    /// (rdma-core `bf->offset`).
+    pub(crate) fn offset(&self) -> usize {
+        self.cur.addr() - self.reg.base.as_ptr().addr()
+    }
+
+    /// The 8-byte doorbell (`bytes` in memory order) at the start of the
+    /// current half: one volatile 64-bit store.
+    #[inline(always)]
+    pub(crate) fn write64(&self, bytes: [u8; 8]) {
+        // SAFETY: `cur` is `base` or `base + half` (set by `new`, then only
+        // toggled between the two), 8-aligned (`base` is, `half` is a
+        // multiple of 64), with `cur + 8 <= base + size` because
+        // `size >= max(2 * half, 8)` (checked by `new`).
+        unsafe { store64(self.cur, bytes) }
+    }
+
+    /// Writes 64-byte chunk `i` of a BlueFlame copy into the current half
+    /// (eight ascending volatile 64-bit stores, as
+    /// [`Register::write_chunk64`]).
+    ///
+    /// # Safety
+    ///
+    /// `(i + 1) * 64 <= half`: the chunk lies inside the current half.
+    #[inline(always)]
+    pub(crate) unsafe fn write_chunk64(&self, i: usize, chunk: &[u8; 64]) {
+        let words: [[u8; 8]; 8] = zerocopy::transmute!(*chunk);
+        for (k, word) in words.into_iter().enumerate() {
+            // SAFETY: `cur` is the start of a half (see `write64`) and the
+            // caller guarantees `(i + 1) * 64 <= half`, so `64 * i + 8 * k`
+            // (k < 8) is an 8-aligned offset with 8 bytes inside that half,
+            // inside the register (`Register::new`'s contract).
+            unsafe { store64(self.cur.add(64 * i + 8 * k), word) }
+        }
+    }
+
+    /// Moves to the other half (rdma-core `bf->offset ^= bf->buf_size`).
+    #[inline(always)]
+    pub(crate) fn toggle(&mut self) {
+        let t = self.toggle;
+        // The XOR of one half's address with `toggle` is the other half's
+        // address, in the same allocation (`map_addr` keeps the
+        // provenance).
+        self.cur = self.cur.map_addr(|a| a ^ t);
     }
 }
 
@@ -519,6 +581,106 @@ mod tests {
         assert_eq!(mem[256..320], wqebb);
         assert_eq!(mem[448..512], wqebb);
         assert!(mem[..256].iter().chain(&mem[320..448]).all(|&b| b == 0));
+    }
+
+    /// Runs `f` on the [`BfHalves`] of a fresh 512-byte fake UAR (halves of
+    /// `half` bytes, the first write to the second if `second`); returns
+    /// the memory. `None` if `BfHalves::new` refused.
+    fn with_halves(half: usize, second: bool, f: impl FnOnce(&mut BfHalves)) -> Option<[u8; 512]> {
+        let mut uar = FakeUar([0; 512]);
+        {
+            // SAFETY: as in `with_register`.
+            let reg = unsafe { Register::new(NonNull::from(&mut uar.0).cast(), 512) };
+            let mut halves = BfHalves::new(reg, half, second)?;
+            f(&mut halves);
+        }
+        Some(uar.0)
+    }
+
+    #[test]
+    fn bf_halves_alternate_from_either_half() {
+        let mut offsets = [0usize; 3];
+        let mem = with_halves(256, false, |h| {
+            for (k, tag) in [*b"AAAAAAAA", *b"BBBBBBBB", *b"CCCCCCCC"]
+                .into_iter()
+                .enumerate()
+            {
+                offsets[k] = h.offset();
+                h.write64(tag);
+                h.toggle();
+            }
+        });
+        assert_eq!(offsets, [0, 256, 0]);
+        let mem = mem.expect("two halves of 256 fit 512 bytes");
+        assert_eq!(&mem[..8], b"CCCCCCCC");
+        assert_eq!(&mem[256..264], b"BBBBBBBB");
+        assert!(mem[8..256].iter().chain(&mem[264..]).all(|&b| b == 0));
+
+        let mut first = usize::MAX;
+        let mem = with_halves(256, true, |h| {
+            first = h.offset();
+            h.write64(*b"DDDDDDDD");
+        })
+        .expect("fits");
+        assert_eq!(first, 256);
+        assert_eq!(&mem[256..264], b"DDDDDDDD");
+        assert!(mem[..256].iter().chain(&mem[264..]).all(|&b| b == 0));
+    }
+
+    #[test]
+    fn bf_halves_chunks_land_in_the_current_half() {
+        let mut wqebb = [0u8; 64];
+        for (i, b) in wqebb.iter_mut().enumerate() {
+            *b = i as u8 ^ 0x5a;
+        }
+        let mem = with_halves(256, true, |h| {
+            // SAFETY: `(1 + 1) * 64 <= 256`.
+            unsafe { h.write_chunk64(1, &wqebb) };
+            h.toggle();
+            // SAFETY: `(3 + 1) * 64 <= 256`.
+            unsafe { h.write_chunk64(3, &wqebb) };
+        })
+        .expect("fits");
+        assert_eq!(mem[320..384], wqebb);
+        assert_eq!(mem[192..256], wqebb);
+        assert!(mem[..192]
+            .iter()
+            .chain(&mem[256..320])
+            .chain(&mem[384..])
+            .all(|&b| b == 0));
+    }
+
+    #[test]
+    fn bf_halves_without_blueflame_keep_one_address() {
+        let mut offsets = [usize::MAX; 2];
+        let mem = with_halves(0, false, |h| {
+            h.write64(*b"EEEEEEEE");
+            offsets[0] = h.offset();
+            h.toggle();
+            offsets[1] = h.offset();
+            h.write64(*b"FFFFFFFF");
+        })
+        .expect("an 8-byte doorbell fits");
+        assert_eq!(offsets, [0, 0]);
+        assert_eq!(&mem[..8], b"FFFFFFFF");
+        assert!(mem[8..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn bf_halves_refuse_what_does_not_fit() {
+        assert!(
+            with_halves(32, false, |_| {}).is_none(),
+            "not a multiple of 64"
+        );
+        assert!(
+            with_halves(320, false, |_| {}).is_none(),
+            "two halves exceed 512 bytes"
+        );
+        assert!(
+            with_halves(usize::MAX / 2 + 1, false, |_| {}).is_none(),
+            "2 * half overflows"
+        );
+        assert!(with_halves(256, false, |_| {}).is_some());
     }
 
     #[test]

@@ -15,13 +15,14 @@
 //! the BlueFlame buffer (`1 < ds <= bf_buf_size / 16`), exactly libmlx5's
 //! test. A queue built with `bf_buf_size == 0` never uses BlueFlame.
 //!
-//! The one `unsafe` here is the register write without its range test:
-//! [`Doorbell::new`] checks once that both halves fit the register, and the
-//! offset only ever toggles between them.
+//! The one `unsafe` here is the BlueFlame copy without its range test
+//! ([`BfHalves::write_chunk64`]): [`Doorbell::new`] checks once that both
+//! halves fit the register, and the test before the copy that it fits a
+//! half.
 #![deny(unsafe_code)]
 
 use crate::barrier;
-use crate::mmio::{DeviceWord, Register};
+use crate::mmio::{BfHalves, DeviceWord, Register};
 use crate::prm::{SEND_WQE_BB, SEND_WQE_DS};
 
 use super::Wqebb;
@@ -67,6 +68,12 @@ impl DoorbellPolicy for BlueFlamePreferred {
     const BLUEFLAME_ONLY_INLINE: bool = false;
 }
 
+/// Marks the path it is called on as the unusual one for the compiler's
+/// block layout (a BlueFlame policy's 8-byte doorbell).
+#[cold]
+#[inline(never)]
+fn unusual() {}
+
 /// What a completed batch hands to the doorbell.
 pub(super) struct Publish<'s> {
     /// The new producer counter (next free WQEBB), free-running.
@@ -87,12 +94,11 @@ pub(super) struct Doorbell<'a> {
     /// `dbrec[MLX5_SND_DBR]`: the SQ producer counter, big-endian.
     dbrec: &'a DeviceWord<u32>,
     /// The doorbell/BlueFlame register: two halves of `buf_size` bytes
-    /// (or one 8-byte doorbell when `buf_size == 0`).
-    reg: Register,
+    /// (or one 8-byte doorbell when `buf_size == 0`), and the half the next
+    /// write goes to (rdma-core `bf->reg + bf->offset`).
+    halves: BfHalves,
     /// Size of one BlueFlame half in bytes (rdma-core `bf->buf_size`).
     buf_size: usize,
-    /// Byte offset of the half the next write goes to (rdma-core `bf->offset`).
-    offset: usize,
     /// `loom` models only: faults to inject, and a `loom` atomic that
     /// mirrors the first 8 bytes of every register write, so that a model's
     /// device thread can wake on the doorbell (the register itself is MMIO,
@@ -123,19 +129,13 @@ impl<'a> Doorbell<'a> {
         buf_size: usize,
         second_half: bool,
     ) -> Self {
-        assert!(
-            buf_size % SEND_WQE_BB == 0
-                && buf_size
-                    .checked_mul(2)
-                    .is_some_and(|r| reg.size() >= core::cmp::max(r, 8)),
-            "BlueFlame halves do not fit the register"
-        );
-        let offset = if second_half { buf_size } else { 0 };
+        let Some(halves) = BfHalves::new(reg, buf_size, second_half) else {
+            panic!("BlueFlame halves do not fit the register")
+        };
         Self {
             dbrec,
-            reg,
+            halves,
             buf_size,
-            offset,
             #[cfg(loom)]
             loom: LoomHooks::default(),
         }
@@ -143,7 +143,7 @@ impl<'a> Doorbell<'a> {
 
     /// Byte offset, within the register, of the half the next write uses.
     pub(super) fn offset(&self) -> usize {
-        self.offset
+        self.halves.offset()
     }
 
     /// Publishes a batch whose WQEs are already in the ring: one doorbell
@@ -183,28 +183,21 @@ impl<'a> Doorbell<'a> {
         if use_bf {
             let chunks = ds.div_ceil(SEND_WQE_BB / SEND_WQE_DS);
             for (i, chunk) in p.last_wqe.iter().take(chunks).enumerate() {
-                // SAFETY: `offset` is 0 or `buf_size` (set by `new`, then
-                // only toggled by `buf_size`), `buf_size` is a multiple of 64
-                // and `2 * buf_size <= reg.size()` (checked by `new`);
-                // `chunks * 64 <= buf_size` because `ds * 16 <= buf_size`
-                // (the test above) and `buf_size` is a multiple of 64, so
-                // `offset + 64 * i + 64 <= 2 * buf_size <= reg.size()`.
+                // SAFETY: `i < chunks`, and `chunks * 64 <= buf_size`
+                // because `ds * 16 <= buf_size` (the test above) and
+                // `buf_size` (the halves' size) is a multiple of 64
+                // (checked by `BfHalves::new`): `(i + 1) * 64 <= buf_size`.
                 #[allow(unsafe_code)]
                 unsafe {
-                    self.reg
-                        .write_chunk64_unchecked(self.offset + i * SEND_WQE_BB, &chunk.0);
+                    self.halves.write_chunk64(i, &chunk.0);
                 }
             }
         } else if let Some(first) = p.last_wqe.first() {
-            let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = first.0;
-            // SAFETY: `offset` is 0 or `buf_size`, a multiple of 64, and
-            // `reg.size() >= max(2 * buf_size, 8)` (checked by `new`), so
-            // `offset + 8 <= reg.size()` and `offset` is 8-aligned.
-            #[allow(unsafe_code)]
-            unsafe {
-                self.reg
-                    .write64_at_unchecked(self.offset, [b0, b1, b2, b3, b4, b5, b6, b7]);
+            if P::BLUEFLAME {
+                unusual();
             }
+            let [b0, b1, b2, b3, b4, b5, b6, b7, ..] = first.0;
+            self.halves.write64([b0, b1, b2, b3, b4, b5, b6, b7]);
         }
         #[cfg(loom)]
         if let (Some(m), Some(first)) = (&self.loom.mirror, p.last_wqe.first()) {
@@ -217,6 +210,6 @@ impl<'a> Doorbell<'a> {
         barrier::wc_flush();
         // 6. Alternate BlueFlame halves, after plain doorbells too (rdma-core
         //    `bf->offset ^= bf->buf_size`).
-        self.offset ^= self.buf_size;
+        self.halves.toggle();
     }
 }

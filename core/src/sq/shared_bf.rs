@@ -21,7 +21,7 @@
 //! state and the register writes without range tests; each block says why.
 
 use crate::barrier;
-use crate::mmio::Register;
+use crate::mmio::{BfHalves, Register};
 use crate::prm::{SEND_WQE_BB, SEND_WQE_DS};
 use crate::sync::{AtomicBool, Ordering, UnsafeCell};
 
@@ -30,11 +30,11 @@ use super::Wqebb;
 /// The register and the toggle, guarded by the lock.
 #[derive(Debug)]
 struct Locked {
-    reg: Register,
+    /// The register's halves and the one the next write uses (rdma-core
+    /// `bf->reg + bf->offset`).
+    halves: BfHalves,
     /// Size of one half (rdma-core `bf->buf_size`); 0 without BlueFlame.
     buf_size: usize,
-    /// Offset of the half the next write uses (rdma-core `bf->offset`).
-    offset: usize,
 }
 
 /// A doorbell/BlueFlame register shared between threads, behind a spinlock
@@ -83,18 +83,10 @@ impl SharedBlueFlame {
     /// `None` if `buf_size` is not a multiple of 64 or the register is too
     /// short for both halves.
     pub fn new(reg: Register, buf_size: usize, second_half: bool) -> Option<Self> {
-        let need = core::cmp::max(buf_size.checked_mul(2)?, 8);
-        if buf_size % SEND_WQE_BB != 0 || reg.size() < need {
-            return None;
-        }
-        let offset = if second_half { buf_size } else { 0 };
+        let halves = BfHalves::new(reg, buf_size, second_half)?;
         Some(Self {
             locked: AtomicBool::new(false),
-            state: UnsafeCell::new(Locked {
-                reg,
-                buf_size,
-                offset,
-            }),
+            state: UnsafeCell::new(Locked { halves, buf_size }),
             #[cfg(loom)]
             fault: LoomFault::None,
             #[cfg(loom)]
@@ -123,10 +115,7 @@ impl SharedBlueFlame {
     /// used. The caller has written the doorbell record before.
     pub fn doorbell(&self, ctrl: [u8; 8]) -> usize {
         self.with_lock(|s| {
-            // SAFETY: `offset` is 0 or `buf_size` (set by `new`, only
-            // toggled by `buf_size`), a multiple of 64, and
-            // `reg.size() >= max(2 * buf_size, 8)` (checked by `new`).
-            unsafe { s.reg.write64_at_unchecked(s.offset, ctrl) };
+            s.halves.write64(ctrl);
             true
         })
         .unwrap_or(0)
@@ -145,14 +134,11 @@ impl SharedBlueFlame {
                 return false;
             }
             for (i, chunk) in wqe.iter().take(chunks).enumerate() {
-                // SAFETY: `offset` is 0 or `buf_size`, a multiple of 64 with
-                // `2 * buf_size <= reg.size()` (checked by `new`), and
-                // `chunks * 64 <= buf_size` (tested above, `buf_size` being
-                // a multiple of 64): the chunk lies inside the register.
-                unsafe {
-                    s.reg
-                        .write_chunk64_unchecked(s.offset + i * SEND_WQE_BB, &chunk.0)
-                };
+                // SAFETY: `i < chunks` and `chunks * 64 <= buf_size`
+                // (`ds * 16 <= buf_size`, tested above, with `buf_size` a
+                // multiple of 64, checked by `BfHalves::new`): the chunk
+                // lies inside the current half.
+                unsafe { s.halves.write_chunk64(i, &chunk.0) };
             }
             true
         })
@@ -196,7 +182,7 @@ impl SharedBlueFlame {
             // SAFETY: we hold the lock (or a `loom` model removed it to show
             // the race), so no other reference to the state is live.
             let s = unsafe { &mut *p };
-            let at = s.offset;
+            let at = s.halves.offset();
             #[cfg(loom)]
             let half = &self.halves[usize::from(at != 0)];
             #[cfg(loom)]
@@ -216,7 +202,7 @@ impl SharedBlueFlame {
                 Self::flush(self);
             }
             // Alternate halves (rdma-core `bf->offset ^= bf->buf_size`).
-            s.offset ^= s.buf_size;
+            s.halves.toggle();
             Some(at)
         });
         if lock {
