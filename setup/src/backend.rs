@@ -27,10 +27,11 @@
 pub use crate::emu::core_parts::KeepAlive;
 pub use crate::emu::device::FlowRule;
 pub use crate::emu::{
-    Access, Caps, CoreCq, CoreRq, CoreSq, CqInit, Cqn, EmuEvent, Fault, MwType, Pdn, QpInit,
-    QpState, QpType, Qpn, RqInit, SrqInit, Srqn, Xrcdn,
+    Access, AhAttr, AhDest, Caps, CoreCq, CoreRq, CoreSq, CqInit, Cqn, EmuEvent, Fault, MwType,
+    Pdn, QpInit, QpState, QpType, Qpn, RqInit, SrqInit, Srqn, Xrcdn,
 };
 use crate::emu::{Device, DeviceConfig, DeviceThread, DmaBlock, EmuError, MemError, QpAttr};
+use mlx5dp::prm::Av;
 use std::fmt;
 use std::sync::Arc;
 
@@ -283,6 +284,16 @@ pub trait Backend: fmt::Debug {
     /// it has had (binds change only the low 8 bits, the mkey variant);
     /// its key stops working, bound or not.
     fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError>;
+    /// Creates an address handle in `pd` for `attr` (`ibv_create_ah`) and
+    /// returns its 48-byte address vector, as libmlx5's `mlx5_create_ah`
+    /// builds it for this device's port, with the Q_Key and remote QPN
+    /// zero: a UD send copies it into its WQE and writes its own remote
+    /// QPN and Q_Key over them (`mlx5dp::sq::Wr::ud_addr`, libmlx5
+    /// `_set_datagram_seg`), so which QP a datagram reaches is the work
+    /// request's choice, not the handle's. The device never reads the
+    /// handle itself, only the copies, so nothing is kept: there is no
+    /// `destroy_ah`.
+    fn create_ah(&mut self, pd: Pdn, attr: AhAttr) -> Result<Av, BackendError>;
     /// Creates a CQ.
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError>;
     /// Creates a QP (in RESET).
@@ -373,6 +384,9 @@ impl<B: Backend + ?Sized> Backend for Box<B> {
     }
     fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError> {
         (**self).dealloc_mw(rkey)
+    }
+    fn create_ah(&mut self, pd: Pdn, attr: AhAttr) -> Result<Av, BackendError> {
+        (**self).create_ah(pd, attr)
     }
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {
         (**self).create_cq(init)
@@ -552,6 +566,10 @@ impl Backend for EmuBackend {
 
     fn dealloc_mw(&mut self, rkey: u32) -> Result<(), BackendError> {
         Ok(self.with(|d| d.dealloc_mw(rkey))?)
+    }
+
+    fn create_ah(&mut self, pd: Pdn, attr: AhAttr) -> Result<Av, BackendError> {
+        Ok(self.with(|d| d.create_ah(pd, &attr))?)
     }
 
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {

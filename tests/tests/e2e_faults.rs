@@ -56,7 +56,8 @@ fn faults_on_the_device_thread() {
 }
 
 /// UD: a datagram beyond the port MTU fails locally (LOCAL_LENGTH_ERR).
-/// Emulator only: a UD address vector without a route.
+/// Emulator only: the vendor syndrome (`scenarios::ud` checks the status
+/// on every backend).
 #[test]
 fn fault_ud_beyond_mtu() {
     let mut f = Fabric::new(step());
@@ -68,7 +69,9 @@ fn fault_ud_beyond_mtu() {
     let buf = f.buffer(8192);
     let mut q: Queues<P> = Queues::default();
     q.sqs.insert(a.qpn.0, f.send_queue(a));
-    let av = mlx5dp::prm::Av::default();
+    let av =
+        f.be.create_ah(f.pd, mlx5dp_setup::backend::AhAttr::default())
+            .expect("create_ah");
     let mut batch = q.sq(a.qpn).start();
     batch
         .send(1)

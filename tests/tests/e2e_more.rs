@@ -6,8 +6,10 @@
 //! The SRQ scenario is shared (`mlx5dp_tests::scenarios::rx`) and runs on
 //! a ConnectX in `hw_scenarios.rs`. Emulator only here: masked atomics
 //! (the verbs backend does not create QPs with
-//! `MLX5DV_QP_EX_WITH_MASKED_ATOMIC` yet) and the striding RQ (a WQ behind
-//! an RSS QP on hardware, not built yet).
+//! `MLX5DV_QP_EX_WITH_MASKED_ATOMIC` yet) and the striding RQ flush (its
+//! QP also sends, and 2^4 strides per WQE is below a ConnectX-5's
+//! minimum; the verbs backend builds a striding RQ as a WQ behind an RSS
+//! QP, receive only: `scenarios::rx::striding_rq_receive_only`).
 
 use mlx5dp::prm::WcStatus;
 use mlx5dp::sq::BlueFlamePreferred;

@@ -15,9 +15,9 @@ use mlx5dp::rq::Sge as RSge;
 use mlx5dp::sq::{
     BlueFlameInline, BlueFlamePreferred, DoorbellOnly, DoorbellPolicy, PostError, QpType as CoreQp,
 };
-use mlx5dp_setup::backend::{Backend, EmuBackend};
+use mlx5dp_setup::backend::{AhAttr, Backend, EmuBackend};
 use mlx5dp_setup::emu::device::FlowRule;
-use mlx5dp_setup::emu::{Access, CqeSize, DeviceConfig, EmuEvent, QpType, RqInit};
+use mlx5dp_setup::emu::{Access, CqeSize, DeviceConfig, DropReason, EmuEvent, QpType, RqInit};
 use mlx5dp_tests::e2e::check::{check_all, Ledger};
 use mlx5dp_tests::e2e::{pattern, Fabric, QpSpec, Queues};
 use mlx5dp_tests::scenarios::no_core_mistakes;
@@ -57,9 +57,9 @@ fn rdma_and_atomics_thread() {
 // UD with an address vector and a Q_Key
 // ---------------------------------------------------------------------------
 
-/// Emulator only: the address vector carries no route (a ConnectX needs
-/// one from an address handle, not built for verbs yet), and the dropped
-/// datagram is seen through the emulator's event.
+/// Emulator only: the dropped datagram is seen through the emulator's
+/// event (the shared UD scenarios, `mlx5dp_tests::scenarios::ud`, run on
+/// hardware too).
 fn ud_send<B: Backend>(be: B) {
     let mut f = Fabric::new(be);
     let mut cq = f.cq(128, CqeSize::B64, None, false);
@@ -88,7 +88,7 @@ fn ud_send<B: Backend>(be: B) {
     q.rq(b.qpn.0).commit();
     let msg = pattern(3, 700);
     buf.write(0, &msg);
-    let av = Av::default();
+    let av = f.be.create_ah(f.pd, AhAttr::default()).expect("create_ah");
     {
         let sq = q.sq(a.qpn);
         let mut batch = sq.start();
@@ -131,11 +131,13 @@ fn ud_send<B: Backend>(be: B) {
     assert_eq!(buf.read(0x1000 + 40, 700), msg);
     assert_eq!((r[1].wr_id, r[1].len, r[1].imm), (0x51, 48, Some(42)));
     assert_eq!(buf.read(0x2000 + 40, 8), b"hello ud");
-    assert!(f
-        .be
-        .take_events()
-        .iter()
-        .any(|e| matches!(e, EmuEvent::DatagramDropped { .. })));
+    assert!(f.be.take_events().iter().any(|e| matches!(
+        e,
+        EmuEvent::DatagramDropped {
+            reason: DropReason::QKey,
+            ..
+        }
+    )));
     check_all(&ledger, &q.retired);
 }
 
@@ -280,14 +282,14 @@ fn post_op<P: DoorbellPolicy>(
     Ok(true)
 }
 
-/// Emulator only: UD without a route, and an invalidatable key.
+/// Emulator only: an invalidatable key, masked atomics.
 #[test]
 fn every_opcode_on_every_qp_type() {
     use mlx5dp_setup::emu::SrqInit;
     let mut f = Fabric::new(step());
     let mut cq = f.cq(1024, CqeSize::B64, None, false);
     let buf = f.buffer(1 << 16);
-    let av = Av::default();
+    let av = f.be.create_ah(f.pd, AhAttr::default()).expect("create_ah");
     for t in [
         QpType::Rc,
         QpType::Uc,

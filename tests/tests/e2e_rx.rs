@@ -7,7 +7,9 @@
 //! striding-RQ scenarios here are emulator only: they force compression
 //! (hardware compresses only under load, so "more than 100 minis" cannot
 //! be asked of it) or use the enhanced layout (DevX), and a striding RQ on
-//! a plain QP (verbs needs a WQ behind an RSS QP, not built yet).
+//! a QP that also sends (verbs builds a striding RQ as a WQ behind an RSS
+//! QP, which has no send queue). The receive-only striding RQ scenario is
+//! shared (`scenarios::rx::striding_rq_receive_only`).
 
 use mlx5dp::cq::Origin;
 use mlx5dp::prm::{MiniCqeFormat, WcStatus};
@@ -18,7 +20,9 @@ use mlx5dp_setup::emu::device::FlowRule;
 use mlx5dp_setup::emu::{CompressionCfg, CompressionLayout, CqeSize, DeviceConfig, QpType, RqInit};
 use mlx5dp_tests::e2e::check::{check_all, Ledger};
 use mlx5dp_tests::e2e::{pattern, Fabric, QpSpec, Queues, TestStridingRq};
-use mlx5dp_tests::scenarios::rx::{srq_shared_by_two_qps, xrc_across_two_domains};
+use mlx5dp_tests::scenarios::rx::{
+    srq_shared_by_two_qps, striding_rq_receive_only, xrc_across_two_domains,
+};
 
 type P = BlueFlamePreferred;
 
@@ -307,6 +311,16 @@ fn striding_rq_zip_enhanced_ftag_stridx() {
 #[test]
 fn striding_rq_zip_basic_l34h_stridx() {
     striding(zip(CompressionLayout::Basic, MiniCqeFormat::L34hStridx));
+}
+
+#[test]
+fn striding_rq_receive_only_step() {
+    striding_rq_receive_only(step());
+}
+
+#[test]
+fn striding_rq_receive_only_thread() {
+    striding_rq_receive_only(EmuBackend::threaded(DeviceConfig::default()).expect("thread"));
 }
 // ---------------------------------------------------------------------------
 // SRQ and XRC (shared scenarios)

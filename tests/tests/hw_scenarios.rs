@@ -17,8 +17,8 @@
 //! --device emu"); the one test that runs everywhere checks exactly that.
 //!
 //! What stays emulator only (fault injection, forced or enhanced CQE
-//! compression, step mode, striding RQs on plain QPs, UD address vectors
-//! without a route, masked atomics, invalidatable region keys, zero-based
+//! compression, step mode, striding RQs on QPs that also send, UD address vectors
+//! that do not address the port, masked atomics, invalidatable region keys, zero-based
 //! memory windows, window binds over a region without `MW_BIND`, type-2
 //! unbinds by a zero-length bind) is listed in `mlx5dp_tests::scenarios`
 //! and marked in the `e2e_*.rs` files.
@@ -26,7 +26,7 @@
 use mlx5dp::sq::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly};
 use mlx5dp_setup::verbs::{self, Context, VerbsBackend, VerbsError};
 use mlx5dp_tests::scenarios::faults::{fault_case, Bad};
-use mlx5dp_tests::scenarios::{mw, random, rc, rx};
+use mlx5dp_tests::scenarios::{mw, random, rc, rx, ud};
 
 /// The device `MLX5DP_DEVICE` names (default: the first one).
 fn hw() -> VerbsBackend {
@@ -131,6 +131,16 @@ fn xrc_across_two_domains() {
     rx::xrc_across_two_domains(hw());
 }
 
+/// A striding RQ as a WQ behind an RSS QP (receive only), fed by a
+/// RAW_PACKET QP through a steering rule: needs the frames looped back
+/// like `raw_ethernet_loopback`, and striding RQ caps that allow 2^9
+/// strides of 64 bytes (ConnectX-5 and later).
+#[test]
+#[ignore = "needs a ConnectX whose port loops frames back (local loopback, or a looped cable)"]
+fn striding_rq_receive_only() {
+    rx::striding_rq_receive_only(hw());
+}
+
 /// Memory windows through `ibv_alloc_mw`, bound by the core's UMR.
 #[test]
 #[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
@@ -160,6 +170,38 @@ fn mw_stale_unbound_and_wrong_qp_keys_fail() {
 #[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
 fn mw_invalidation_kills_the_key() {
     mw::invalidation_kills_the_key(hw());
+}
+
+/// UD through the address vector `ibv_create_ah` + `mlx5dv_init_obj`
+/// give for the port itself.
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ud_send_with_an_address_handle_delivers() {
+    ud::send_with_an_address_handle_delivers(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ud_a_global_handle_delivers_with_a_grh() {
+    ud::a_global_handle_delivers_with_a_grh(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ud_a_wrong_q_key_is_dropped() {
+    ud::a_wrong_q_key_is_dropped(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ud_one_handle_reaches_every_qp() {
+    ud::one_handle_reaches_every_qp(hw());
+}
+
+#[test]
+#[ignore = "needs a ConnectX (MLX5DP_DEVICE=mlx5_0)"]
+fn ud_a_datagram_beyond_the_mtu_fails() {
+    ud::a_datagram_beyond_the_mtu_fails(hw());
 }
 
 /// The randomised run; hardware cannot inject failures, so the errors are

@@ -27,7 +27,7 @@
 use mlx5dp::prm::{Av, MiniCqeFormat};
 use mlx5dp::rq::Sge as RSge;
 use mlx5dp::sq::{BlueFlamePreferred, DoorbellOnly, Sge};
-use mlx5dp_setup::backend::{Backend, EmuBackend};
+use mlx5dp_setup::backend::{AhAttr, Backend, EmuBackend};
 use mlx5dp_setup::decode::trace::{parse_records, TraceRecord};
 use mlx5dp_setup::emu::device::FlowRule;
 use mlx5dp_setup::emu::{
@@ -432,7 +432,7 @@ fn ud(be: EmuBackend) -> EmuBackend {
     }
     q.rq(b.qpn.0).commit();
     buf.write(0, &pattern(3, 700));
-    let av: &'static Av = leak(Av::default());
+    let av: &'static Av = leak(f.be.create_ah(f.pd, AhAttr::default()).unwrap());
     let mut batch = q.sq(a.qpn).start();
     batch
         .send(1)

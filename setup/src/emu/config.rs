@@ -180,6 +180,80 @@ pub enum AtomicEndianness {
     Big,
 }
 
+/// The link layer of the emulated port (`ibv_port_attr.link_layer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkLayer {
+    /// InfiniBand: packets are routed by LID; a GRH is optional.
+    InfiniBand,
+    /// Ethernet (RoCE): packets go to a MAC address and always carry a
+    /// GRH (RoCE v1) or an IP header (RoCE v2).
+    Ethernet {
+        /// The GID at the port's GID index is a RoCE v2 one
+        /// (`IBV_GID_TYPE_SYSFS_ROCE_V2`): the address vector carries a
+        /// UDP source port where InfiniBand has the remote LID.
+        roce_v2: bool,
+    },
+}
+
+/// The one port of the emulated device: what `ibv_query_port` and
+/// `ibv_query_gid` would say, and so what an address vector must carry to
+/// reach it (every QP of the device is on this port; UD datagrams loop
+/// back through it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    /// Port number (1-based, `ibv_ah_attr.port_num`).
+    pub port_num: u8,
+    /// Link layer.
+    pub link_layer: LinkLayer,
+    /// LID (InfiniBand; 0 on Ethernet).
+    pub lid: u16,
+    /// The GID table index the device's GID sits at (`sgid_index`).
+    pub gid_index: u8,
+    /// The port's GID at `gid_index`.
+    pub gid: [u8; 16],
+    /// The port's MAC address (Ethernet).
+    pub mac: [u8; 6],
+}
+
+impl PortConfig {
+    /// An InfiniBand port with LID 1 and a link-local GID (subnet prefix
+    /// fe80::/64 and a made-up GUID), at GID index 0.
+    pub const INFINIBAND: PortConfig = PortConfig {
+        port_num: 1,
+        link_layer: LinkLayer::InfiniBand,
+        lid: 1,
+        gid_index: 0,
+        gid: [
+            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x00, 0x5e, 0xff, 0xfe, 0x00, 0x00, 0x01,
+        ],
+        mac: [0; 6],
+    };
+
+    /// A RoCE v2 port: no LID, a locally administered MAC, and the
+    /// IPv4-mapped GID of 10.0.0.1 (`::ffff:10.0.0.1`) at index 3, where
+    /// the kernel's GID table usually puts the RoCE v2 entry of the first
+    /// IPv4 address (index 0/1 hold the link-local v1/v2 pair).
+    pub const ROCE_V2: PortConfig = PortConfig {
+        port_num: 1,
+        link_layer: LinkLayer::Ethernet { roce_v2: true },
+        lid: 0,
+        gid_index: 3,
+        gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
+        mac: [0x02, 0x00, 0x5e, 0x00, 0x00, 0x01],
+    };
+
+    /// Whether the link layer is Ethernet (RoCE).
+    pub fn ethernet(&self) -> bool {
+        matches!(self.link_layer, LinkLayer::Ethernet { .. })
+    }
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        Self::INFINIBAND
+    }
+}
+
 /// Everything that shapes one emulated device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeviceConfig {
@@ -189,6 +263,9 @@ pub struct DeviceConfig {
     pub clock: ClockMode,
     /// Port MTU in bytes: the largest UD message.
     pub port_mtu: u32,
+    /// The port: link layer and addresses (what a UD address vector must
+    /// name to be delivered).
+    pub port: PortConfig,
     /// Byte order of standard 8-byte atomics.
     pub atomic_endianness: AtomicEndianness,
     /// Send-queue WQEs one `step` processes per QP at most (0: all).
@@ -207,6 +284,7 @@ impl Default for DeviceConfig {
                 step: 0x10,
             },
             port_mtu: 4096,
+            port: PortConfig::default(),
             atomic_endianness: AtomicEndianness::Host,
             step_budget: 0,
             idle: IdlePolicy::THROUGHPUT,

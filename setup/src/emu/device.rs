@@ -34,7 +34,8 @@
 //! Choices where the public sources are silent are marked "emulator".
 #![forbid(unsafe_code)]
 
-use super::config::{AtomicEndianness, ClockMode, DeviceConfig};
+use super::ah::{self, AhAttr};
+use super::config::{AtomicEndianness, ClockMode, DeviceConfig, LinkLayer, PortConfig};
 use super::cq::{
     Completion, CompressionCfg, CompressionLayout, Cq, CqStats, CqeClass, CqeSize, RqClass,
 };
@@ -48,11 +49,12 @@ use super::qp::{
 use super::record::{self, Expects, Record, RecordStats, Recorder};
 use super::wqe::{self, AtomicOp, AvInfo, EthKind, Op, ParseCtx, Sge, Wqe, WqeFault};
 use super::{
-    Access, Cqn, EmuError, EmuEvent, MwType, Pdn, QpState, QpType, Qpn, Srqn, VendorSyndrome, Xrcdn,
+    Access, Cqn, DropReason, EmuError, EmuEvent, MwType, Pdn, QpState, QpType, Qpn, Srqn,
+    VendorSyndrome, Xrcdn,
 };
 use mlx5dp::index::RingSize;
 use mlx5dp::prm::{
-    Be16, Be32, Cqe64, CqeOpcode, ErrCqe, MprqByteCnt, OpOwn, SWqeOpcodeQpn, Syndrome,
+    Av, Be16, Be32, Cqe64, CqeOpcode, ErrCqe, MprqByteCnt, OpOwn, SWqeOpcodeQpn, Syndrome,
     CQE_VIC_INIT, UAR_BF_OFFSET, UAR_CQ_DOORBELL_OFFSET, UAR_PAGE_SIZE,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -303,6 +305,9 @@ pub struct Device {
     next_cq: u32,
     next_qp: u32,
     next_srq: u32,
+    /// Address handles created: the seed of the next RoCE v2 UDP source
+    /// port ([`ah::build_av`]).
+    next_ah: u16,
     /// The trace recorder, when recording ([`Device::start_recording`]).
     rec: Option<Box<Recorder>>,
 }
@@ -311,6 +316,55 @@ impl Default for Device {
     fn default() -> Self {
         Self::new(DeviceConfig::default())
     }
+}
+
+/// Bytes of the base transport header and the datagram extended
+/// transport header of a UD packet, and of its invariant CRC: what an IBA
+/// GRH's payload length (and a RoCE v2 IP header's length) counts besides
+/// the payload.
+const UD_BTH_DETH_ICRC: usize = 12 + 8 + 4;
+
+/// The 40 bytes a UD receive gets before the payload when the packet had
+/// a GRH, for a datagram of `len` payload bytes that looped back through
+/// `port` (so the source GID is the port's own):
+///
+/// - InfiniBand, RoCE v1, and RoCE v2 between IPv6 GIDs: the IPv6-format
+///   GRH (IBA 8.3: version 6, traffic class, flow label, payload length
+///   from the BTH to the ICRC, next header 0x1b on InfiniBand and RoCE v1
+///   or UDP (17) on RoCE v2, hop limit, SGID, DGID);
+/// - RoCE v2 between IPv4-mapped GIDs (`::ffff:a.b.c.d`): 20 undefined
+///   bytes (zero here), then the IPv4 header (rdma-core
+///   `ibv_poll_cq(3)`: "for RoCE v2 over IPv4 the GRH holds the IPv4
+///   header in its last 20 bytes").
+fn grh_area(port: &PortConfig, av: &AvInfo, len: usize) -> Vec<u8> {
+    let mut g = vec![0u8; 40];
+    let roce_v2 = matches!(port.link_layer, LinkLayer::Ethernet { roce_v2: true });
+    let v4 = |gid: &[u8; 16]| gid[..10].iter().all(|&b| b == 0) && gid[10..12] == [0xff, 0xff];
+    let ib_len = len + UD_BTH_DETH_ICRC;
+    if roce_v2 && v4(&av.rgid) && v4(&port.gid) {
+        let total = (20 + 8 + ib_len) as u16;
+        let ip = &mut g[20..40];
+        ip[0] = 0x45;
+        ip[1] = av.tclass;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        // Identification 0, don't fragment.
+        ip[6] = 0x40;
+        ip[8] = av.hop_limit;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&port.gid[12..16]);
+        ip[16..20].copy_from_slice(&av.rgid[12..16]);
+        let csum = !eth::csum_fold(eth::csum_add(0, ip));
+        ip[10..12].copy_from_slice(&csum.to_be_bytes());
+        return g;
+    }
+    let w0 = (6u32 << 28) | (u32::from(av.tclass) << 20) | (av.flow_label & 0xf_ffff);
+    g[..4].copy_from_slice(&w0.to_be_bytes());
+    g[4..6].copy_from_slice(&(ib_len as u16).to_be_bytes());
+    g[6] = if roce_v2 { 17 } else { 0x1b };
+    g[7] = av.hop_limit;
+    g[8..24].copy_from_slice(&port.gid);
+    g[24..40].copy_from_slice(&av.rgid);
+    g
 }
 
 fn vendor_of(f: KeyFault) -> VendorSyndrome {
@@ -422,6 +476,7 @@ impl Device {
             next_cq: 0x400,
             next_qp: 0x108,
             next_srq: 0x21,
+            next_ah: 0,
             rec: None,
         }
     }
@@ -469,6 +524,20 @@ impl Device {
         self.next_pd += 1;
         self.pds.insert(pd);
         pd
+    }
+
+    /// Creates an address handle (`ibv_create_ah`) and returns its address
+    /// vector as libmlx5's `mlx5_create_ah` builds it for this device's
+    /// port ([`ah::build_av`]; Q_Key and remote QPN zero: each send work
+    /// request writes its own over the copy). The emulator keeps nothing:
+    /// the device never sees the handle, only the copies in the WQEs.
+    pub fn create_ah(&mut self, pd: Pdn, attr: &AhAttr) -> Result<Av, EmuError> {
+        if !self.pds.contains(&pd) {
+            return Err(EmuError::not_found("create_ah"));
+        }
+        let seed = self.next_ah;
+        self.next_ah = self.next_ah.wrapping_add(1);
+        Ok(ah::build_av(&self.cfg.port, attr, seed))
     }
 
     /// Allocates an XRC domain.
@@ -2171,11 +2240,14 @@ impl Device {
         }
     }
 
-    /// Sends a UD datagram: Q_Key check (the QP's own Q_Key when the WQE's
-    /// has bit 31 set, IBA "controlled Q_Key"), MTU, delivery with the
-    /// 40-byte GRH area first. Drops are silent for the sender.
+    /// Sends a UD datagram: MTU, the address vector's route
+    /// ([`ah::check_av`]: the datagram must address this device's port),
+    /// Q_Key check (the QP's own Q_Key when the WQE's has bit 31 set, IBA
+    /// "controlled Q_Key"), delivery with the 40-byte GRH area first
+    /// ([`grh_area`]). Drops are silent for the sender and reported as
+    /// [`EmuEvent::DatagramDropped`] with the reason.
     fn send_ud(&mut self, own_qkey: u32, av: &AvInfo, msg: &IbMsg<'_>) -> Outcome {
-        let (qpn, payload) = (msg.src_qpn, msg.payload);
+        let payload = msg.payload;
         if payload.len() > self.cfg.port_mtu as usize {
             return Outcome::Fail((Syndrome::LocalLength, VendorSyndrome::Length));
         }
@@ -2185,32 +2257,39 @@ impl Device {
             av.qkey
         };
         let dest = Qpn(av.dqpn);
-        let ok = self.qps.get(&dest).is_some_and(|d| {
-            d.qp_type == QpType::Ud
-                && matches!(d.state, QpState::Rtr | QpState::Rts)
-                && d.attrs.qkey == qkey
-        });
-        if !ok {
-            self.events
-                .push(EmuEvent::DatagramDropped { dqpn: av.dqpn });
+        let port = self.cfg.port;
+        let drop = if let Err(m) = ah::check_av(&port, av) {
+            Some(DropReason::Address(m))
+        } else {
+            match self.qps.get(&dest) {
+                Some(d)
+                    if d.qp_type == QpType::Ud
+                        && matches!(d.state, QpState::Rtr | QpState::Rts) =>
+                {
+                    (d.attrs.qkey != qkey).then_some(DropReason::QKey)
+                }
+                _ => Some(DropReason::NoQp),
+            }
+        };
+        if let Some(reason) = drop {
+            self.events.push(EmuEvent::DatagramDropped {
+                dqpn: av.dqpn,
+                reason,
+            });
             return Outcome::Done(0);
         }
-        let mut data = vec![0u8; 40];
-        if av.grh {
-            // IPv6-format GRH: version/tclass/flow label, payload length,
-            // next header 0x1b (IBA), hop limit, SGID, DGID.
-            let w0 = (6u32 << 28) | (u32::from(av.tclass) << 20) | (av.flow_label & 0xf_ffff);
-            data[..4].copy_from_slice(&w0.to_be_bytes());
-            data[4..6].copy_from_slice(&(payload.len() as u16).to_be_bytes());
-            data[6] = 0x1b;
-            data[7] = av.hop_limit;
-            data[8..10].copy_from_slice(&[0xfe, 0x80]);
-            data[20..24].copy_from_slice(&qpn.0.to_be_bytes());
-            data[24..40].copy_from_slice(&av.rgid);
-        }
+        // RoCE packets always carry a GRH (or an IP header); InfiniBand
+        // ones when the address vector asks for it.
+        let grh = av.grh || port.ethernet();
+        let mut data = if grh {
+            grh_area(&port, av, payload.len())
+        } else {
+            vec![0u8; 40]
+        };
         data.extend_from_slice(payload);
         let msg = IbMsg {
             payload: &data,
+            grh,
             ..*msg
         };
         let _ = self.deliver_ib(dest, None, &msg);

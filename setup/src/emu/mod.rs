@@ -13,6 +13,8 @@
 //! Modules:
 //! - [`mem`]: the shared memory blocks and every `unsafe` access to them;
 //! - [`config`]: capabilities and emulation knobs;
+//! - [`ah`]: address handles (the UD address vector libmlx5 builds) and
+//!   the port's check of every UD datagram's address vector;
 //! - [`mr`]: protection domains' memory regions and memory windows;
 //! - [`wqe`]: the send-WQE parser;
 //! - [`eth`]: Ethernet frame work (checksums, VLAN, TSO, receive checks);
@@ -35,6 +37,7 @@
 //! as its [`IdlePolicy`] says (spin, then yield, then park); control calls
 //! reach it through [`DeviceThread::with`].
 
+pub mod ah;
 pub mod config;
 pub mod core_parts;
 pub mod cq;
@@ -50,7 +53,8 @@ pub mod wqe;
 #[cfg(test)]
 mod tests;
 
-pub use config::{AtomicEndianness, Caps, ClockMode, DeviceConfig};
+pub use ah::{AhAttr, AhDest, AvMismatch};
+pub use config::{AtomicEndianness, Caps, ClockMode, DeviceConfig, LinkLayer, PortConfig};
 pub use core_parts::{CoreCq, CoreRq, CoreSq, RqRawParts};
 pub use cq::{CompressionCfg, CompressionLayout, CqeSize};
 pub use device::{CqInit, Device, Fault, QpAttr, QpInit, RqInit, SrqInit, StepReport};
@@ -331,11 +335,28 @@ pub enum EmuEvent {
         /// The sending QP.
         qpn: Qpn,
     },
-    /// A UD datagram was dropped (bad Q_Key, no such QP, not ready).
+    /// A UD datagram was dropped (its address vector does not reach this
+    /// port, bad Q_Key, no such QP, not ready); the sender completes
+    /// normally, as on the wire.
     DatagramDropped {
         /// The destination QPN.
         dqpn: u32,
+        /// Why.
+        reason: DropReason,
     },
+}
+
+/// Why a UD datagram was dropped ([`EmuEvent::DatagramDropped`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// The address vector does not address this device's port (wrong
+    /// LID, GID or MAC): the fabric or the port discards the packet.
+    Address(AvMismatch),
+    /// The Q_Key differs from the destination QP's (IBA 10.2.4: the
+    /// responder silently drops it).
+    QKey,
+    /// No UD QP with that number, or it is not ready to receive.
+    NoQp,
 }
 
 /// Vendor syndromes the emulator writes into error CQEs, so tests can tell

@@ -14,6 +14,7 @@ use mlx5dp::prm::{
 use std::sync::Arc;
 use zerocopy::{FromBytes, IntoBytes};
 
+mod ah;
 mod mw;
 
 const SIG: u8 = WQE_CTRL_CQ_UPDATE;
@@ -49,8 +50,11 @@ fn raddr_seg(raddr: u64, rkey: u32) -> Vec<u8> {
     .to_vec()
 }
 
-fn ud_av(qkey: u32, dqpn: u32) -> Vec<u8> {
-    let mut av = Av::default();
+/// The datagram segment of a UD send: the address vector `av` (from
+/// `Device::create_ah`), with the Q_Key and remote QPN written over it as
+/// libmlx5's `_set_datagram_seg` does.
+fn ud_av(av: &Av, qkey: u32, dqpn: u32) -> Vec<u8> {
+    let mut av = *av;
     av.qkey.set(qkey);
     av.dqp_dct = DqpDct::new().with_dqp_dct(dqpn).with_extended(true);
     av.as_bytes().to_vec()
@@ -889,6 +893,7 @@ fn ud_checks_the_q_key_and_reserves_the_grh() {
             ..QpAttr::default()
         },
     );
+    let av = dev.create_ah(pd, &AhAttr::default()).unwrap();
     let buf = dev.alloc_buffer(4096).unwrap();
     let key = dev.reg_mr(pd, &buf, Access::LOCAL_WRITE).unwrap();
     let mut r = TRq::new(&dev, b);
@@ -899,12 +904,13 @@ fn ud_checks_the_q_key_and_reserves_the_grh() {
         0,
         SIG,
         0,
-        &[ud_av(0x9999, b.0), inline_seg(b"wrong key")],
+        &[ud_av(&av, 0x9999, b.0), inline_seg(b"wrong key")],
     );
     dev.process_sq(a).unwrap();
-    assert!(dev
-        .take_events()
-        .contains(&EmuEvent::DatagramDropped { dqpn: b.0 }));
+    assert!(dev.take_events().contains(&EmuEvent::DatagramDropped {
+        dqpn: b.0,
+        reason: DropReason::QKey
+    }));
     let first = TCq::new(&dev, c).drain();
     assert_eq!(
         first.len(),
@@ -918,7 +924,7 @@ fn ud_checks_the_q_key_and_reserves_the_grh() {
         0,
         SIG,
         0,
-        &[ud_av(0x2222, b.0), inline_seg(b"right key")],
+        &[ud_av(&av, 0x2222, b.0), inline_seg(b"right key")],
     );
     dev.process_sq(a).unwrap();
     let mut tc = TCq::new(&dev, c);
@@ -943,7 +949,7 @@ fn ud_checks_the_q_key_and_reserves_the_grh() {
         0,
         SIG,
         0,
-        &[ud_av(0x2222, b.0), data_seg(big.addr(), bkey, mtu + 1)],
+        &[ud_av(&av, 0x2222, b.0), data_seg(big.addr(), bkey, mtu + 1)],
     );
     dev.process_sq(a).unwrap();
     let e = tc.drain();

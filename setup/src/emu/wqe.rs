@@ -285,10 +285,16 @@ pub struct AvInfo {
     pub qkey: u32,
     /// Remote QPN.
     pub dqpn: u32,
-    /// Service level.
+    /// Service level (`stat_rate_sl` bits \[3:0\] as written).
     pub sl: u8,
-    /// A GRH follows the fabric header.
+    /// Remote LID (InfiniBand; RoCE v2: the UDP source port).
+    pub rlid: u16,
+    /// A GRH follows the fabric header (InfiniBand; RoCE keeps it clear).
     pub grh: bool,
+    /// Destination MAC (RoCE; zero in a base AV).
+    pub rmac: [u8; 6],
+    /// Source GID index.
+    pub sgid_index: u8,
     /// Traffic class.
     pub tclass: u8,
     /// Hop limit.
@@ -667,7 +673,10 @@ fn parse_av(cur: &mut Cursor<'_>) -> Result<AvInfo, WqeFault> {
         qkey: base.qkey.get(),
         dqpn: base.dqp_dct.dqp_dct(),
         sl: base.stat_rate_sl.sl(),
+        rlid: base.rlid.get(),
         grh: false,
+        rmac: [0; 6],
+        sgid_index: 0,
         tclass: 0,
         hop_limit: 0,
         flow_label: 0,
@@ -678,6 +687,8 @@ fn parse_av(cur: &mut Cursor<'_>) -> Result<AvInfo, WqeFault> {
         cur.pos = start;
         let full: Av = cur.seg(Av::SIZE)?;
         info.grh = full.grh_gid_fl.grh();
+        info.rmac = full.rmac;
+        info.sgid_index = full.grh_gid_fl.sgid_index();
         info.tclass = full.tclass;
         info.hop_limit = full.hop_limit;
         info.flow_label = full.grh_gid_fl.flow_label();

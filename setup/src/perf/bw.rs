@@ -14,7 +14,6 @@ use super::runner::{Goal, Run};
 use super::stats::{PeakMeter, Throughput};
 use super::{Opts, PerfError, Test};
 use crate::backend::Backend;
-use mlx5dp::prm::Av;
 use mlx5dp::sq::{DoorbellOnly, PostError};
 use serde_json::json;
 
@@ -63,7 +62,7 @@ pub fn run(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
         }
         p.sides.b.rq.commit();
     }
-    let av = Av::default();
+    let av = p.ud_av()?;
     let dest_qpn = p.sides.b.qpn;
     let total = match o.goal {
         Goal::Iters(n) => Some(n),

@@ -63,7 +63,7 @@ pub fn run(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
             side.rq.commit();
         }
     }
-    let av = Av::default();
+    let av = p.ud_av()?;
     let ends = Ends {
         qpn: [p.sides.a.qpn, p.sides.b.qpn],
         ud: p.ud,

@@ -5,10 +5,10 @@
 #![forbid(unsafe_code)]
 
 use super::{rig, Opts, PerfError, QpArg};
-use crate::backend::{Backend, Buffer, ConnectAttr, QpHandle};
+use crate::backend::{AhAttr, Backend, Buffer, ConnectAttr, QpHandle};
 use crate::emu::{Access, Cqn, Pdn, QpInit, QpType, RqInit};
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, WorkQueues, WqRef};
-use mlx5dp::prm::{CqeOpcode, WcStatus};
+use mlx5dp::prm::{Av, CqeOpcode, WcStatus};
 use mlx5dp::rq::{Rq, Sge as RSge};
 use mlx5dp::sq::{AnyQp, DoorbellPolicy, SendQueue};
 use std::time::{Duration, Instant};
@@ -233,6 +233,19 @@ impl<P: DoorbellPolicy> Pair<P> {
             sides,
             ud: qp_type == QpType::Ud,
         })
+    }
+
+    /// The address vector UD sends carry: an address handle to the
+    /// device's own port, where the peer QP lives
+    /// ([`Backend::create_ah`]; on a ConnectX the route libmlx5 builds).
+    /// Connected transports carry none: zero, never posted.
+    pub fn ud_av(&mut self) -> Result<Av, PerfError> {
+        if !self.ud {
+            return Ok(Av::default());
+        }
+        self.be
+            .create_ah(self.pd, AhAttr::default())
+            .map_err(|e| rig::backend_error("create_ah", e))
     }
 
     /// A registered, zeroed buffer with every right.

@@ -15,10 +15,17 @@
 //!
 //! What the emulator alone can do is refused with
 //! [`BackendError::Unsupported`]: fault injection, forced CQE compression,
-//! the enhanced compression layout (needs DevX), a striding RQ on a QP
-//! (verbs needs a WQ behind an RSS QP), region keys that may be
+//! the enhanced compression layout (needs DevX), region keys that may be
 //! invalidated. [`Backend::progress`] does nothing: the device runs by
 //! itself.
+//!
+//! A striding RQ (`RqInit::Striding`) is a receive-only RAW_PACKET "QP"
+//! built as DPDK's verbs Rx queues are: a striding WQ on the receive CQ,
+//! a one-entry indirection table and an RSS QP over it
+//! ([`super::resources::RssRq`]). Its handle's number is the WQ's (an RSS
+//! QP's own number is 0), it has no send queue, it is ready once created,
+//! `to_error` moves the WQ to error and flow rules attach to the RSS QP.
+//! Never run: compiled only, no ConnectX here.
 //!
 //! Memory windows ([`Backend::alloc_mw`]) are real `ibv_alloc_mw` windows
 //! the core binds with its own UMR work requests; like everything here,
@@ -33,7 +40,8 @@
 
 use super::device::{Context, DeviceCaps, PortInfo};
 use super::resources::{
-    ConnectOptions, Cq, CqOptions, Flow, Mr, Mw, Pd, Peer, Qp, QpKind, QpOn, QpOptions, Srq, Xrcd,
+    ConnectOptions, Cq, CqOptions, Flow, Mr, Mw, Pd, Peer, Qp, QpKind, QpOn, QpOptions, RssRq, Srq,
+    StridingWqAttr, Xrcd,
 };
 use super::VerbsError;
 use crate::backend::{
@@ -100,6 +108,10 @@ pub struct VerbsBackend {
     cqs: BTreeMap<u32, Cq>,
     srqs: BTreeMap<u32, Srq>,
     qps: BTreeMap<u32, Qp>,
+    /// Striding RQs behind RSS QPs, by WQ number (the number their
+    /// handles carry). Flow rules hold their RSS QP, so the rules go
+    /// first whatever the field order.
+    rss_rqs: BTreeMap<u32, RssRq>,
     flows: Vec<Flow>,
 }
 
@@ -114,6 +126,38 @@ fn no_such(what: &'static str) -> BackendError {
 /// byte into `qpn_mkey`).
 fn mkey_index(key: u32) -> u32 {
     key >> 8
+}
+
+/// [`Backend::bring_up`] of a striding RQ behind an RSS QP: there is
+/// nothing to move (libmlx5 `mlx5_modify_qp` refuses an RSS QP with
+/// EOPNOTSUPP; it receives once created while its WQ is ready, and the WQ
+/// was moved to ready at creation). A peer makes no sense; a WQ no longer
+/// ready (after `to_error`) cannot come back (a WQ goes ERR → RESET → RDY,
+/// and RESET zeroes the ring indices under the core's queue): make a new
+/// one.
+fn rss_ready(rss: &RssRq, dest: Option<Qpn>) -> Result<(), BackendError> {
+    if dest.is_some() {
+        return Err(VerbsError::Invalid("a striding RQ behind an RSS QP has no peer").into());
+    }
+    match rss.wq().state() {
+        rdma_sys::ibv_wq_state::IBV_WQS_RDY => Ok(()),
+        _ => Err(VerbsError::Invalid(
+            "the striding RQ's WQ is not ready (it is not brought back: create a new one)",
+        )
+        .into()),
+    }
+}
+
+/// [`Backend::qp_state`] of a striding RQ behind an RSS QP: its WQ's state
+/// as libibverbs last set it ([`super::resources::Wq::state`]); ready reads
+/// as RTS, the state a RAW_PACKET QP receives in.
+fn rss_state(rss: &RssRq) -> QpState {
+    use rdma_sys::ibv_wq_state as W;
+    match rss.wq().state() {
+        W::IBV_WQS_RESET => QpState::Reset,
+        W::IBV_WQS_RDY => QpState::Rts,
+        _ => QpState::Err,
+    }
 }
 
 /// The first PSN of a QP: its number (any 24-bit value works; both ends
@@ -261,6 +305,7 @@ impl VerbsBackend {
             cqs: BTreeMap::new(),
             srqs: BTreeMap::new(),
             qps: BTreeMap::new(),
+            rss_rqs: BTreeMap::new(),
             flows: Vec::new(),
         })
     }
@@ -303,6 +348,66 @@ impl VerbsBackend {
 
     fn srq(&self, n: Srqn) -> Result<&Srq, BackendError> {
         self.srqs.get(&n.0).ok_or_else(|| no_such("no such SRQ"))
+    }
+
+    /// [`Backend::create_qp`] for `RqInit::Striding`: a receive-only
+    /// RAW_PACKET queue, a striding WQ on the receive CQ behind an RSS QP
+    /// ([`RssRq`]). The handle's number is the WQ's, its RQ the WQ's ring
+    /// (the emulator's striding kind). Only RAW_PACKET without a send
+    /// queue fits (an RSS QP has none: send from another RAW_PACKET QP);
+    /// a send CQ, if given, is not used. Never run: compiled only.
+    fn create_rss_rq(&mut self, init: QpInit) -> Result<QpHandle, BackendError> {
+        let RqInit::Striding {
+            wqe_cnt,
+            log_num_strides,
+            log_stride_bytes,
+        } = init.rq
+        else {
+            return Err(no_such("not a striding RQ"));
+        };
+        if init.qp_type != QpType::RawPacket {
+            return Err(BackendError::Unsupported(
+                "a striding RQ on a QP other than RAW_PACKET (verbs builds it behind an RSS QP)",
+            ));
+        }
+        if init.sq_wqebbs > 0 {
+            return Err(BackendError::Unsupported(
+                "a send queue on a QP with a striding RQ (an RSS QP has none; \
+                 send from a separate RAW_PACKET QP)",
+            ));
+        }
+        if init.xrcd.is_some() {
+            return Err(VerbsError::Invalid("an XRC domain on a RAW_PACKET QP").into());
+        }
+        let cq = init
+            .recv_cq
+            .ok_or(VerbsError::Invalid("a striding RQ needs a receive CQ"))?;
+        let cq = self.cq(cq.0)?.clone();
+        let pd = self.pd(init.pd)?;
+        let attr = StridingWqAttr::new(
+            wqe_cnt,
+            log_num_strides,
+            log_stride_bytes,
+            self.dev_caps.striding_rq.as_ref(),
+            self.dev_caps.max_qp_wr,
+        )?;
+        let rss = RssRq::create(&self.ctx, &pd, &cq, attr, self.port)?;
+        let num = rss.num();
+        // RQ numbers share the QP number space on mlx5 (a RAW_PACKET QP's
+        // number is its SQ's or RQ's, Linux `create_raw_packet_qp`,
+        // drivers/infiniband/hw/mlx5/qp.c); check
+        // anyway rather than let one name two queues.
+        if self.qps.contains_key(&num) || self.rss_rqs.contains_key(&num) {
+            return Err(VerbsError::Invalid("a WQ number that names another queue here").into());
+        }
+        let rq = rss.wq().core_rq()?;
+        self.rss_rqs.insert(num, rss);
+        Ok(QpHandle {
+            qpn: Qpn(num),
+            qp_type: init.qp_type,
+            sq: None,
+            rq: Some(rq),
+        })
     }
 }
 
@@ -391,6 +496,23 @@ impl Backend for VerbsBackend {
         Ok(())
     }
 
+    /// `ibv_create_ah` to this backend's port (every QP is on it), the
+    /// address vector read through `mlx5dv_init_obj` and copied
+    /// ([`super::ah::Ah`]); never run: compiled only, no ConnectX here.
+    /// `pd` must be one of this backend's. The handle is destroyed before
+    /// returning: the device only ever reads the copies in the WQEs
+    /// (libmlx5 `_set_datagram_seg` copies the AV into each), so keeping
+    /// it would guard nothing.
+    fn create_ah(
+        &mut self,
+        pd: Pdn,
+        attr: crate::backend::AhAttr,
+    ) -> Result<mlx5dp::prm::Av, BackendError> {
+        let pd = self.pd(pd)?;
+        let ah = super::ah::Ah::create(&pd, &self.port, &attr)?;
+        Ok(ah.av())
+    }
+
     fn create_cq(&mut self, init: CqInit) -> Result<CoreCq, BackendError> {
         if init.ignore_overrun {
             return Err(BackendError::Unsupported(
@@ -438,11 +560,7 @@ impl Backend for VerbsBackend {
             RqInit::None => (0, 0, None),
             RqInit::Cyclic { wqe_cnt, max_sge } => (wqe_cnt, max_sge.max(1), None),
             RqInit::Srq(n) => (0, 0, Some(self.srq(n)?.clone())),
-            RqInit::Striding { .. } => {
-                return Err(BackendError::Unsupported(
-                    "a striding RQ on a QP (verbs needs a WQ behind an RSS QP; not built yet)",
-                ))
-            }
+            RqInit::Striding { .. } => return self.create_rss_rq(init),
         };
         let has_sq = kind != QpKind::XrcTgt && init.sq_wqebbs > 0;
         let max_send_sge = if has_sq { init.max_send_sge.max(1) } else { 0 };
@@ -548,6 +666,9 @@ impl Backend for VerbsBackend {
         qkey: u32,
         attr: ConnectAttr,
     ) -> Result<(), BackendError> {
+        if let Some(rss) = self.rss_rqs.get(&qpn.0) {
+            return rss_ready(rss, dest);
+        }
         let remote = match dest {
             Some(d) => Some(self.qp(d)?.endpoint(psn(d.0))),
             None => None,
@@ -576,11 +697,19 @@ impl Backend for VerbsBackend {
     }
 
     fn to_error(&mut self, qpn: Qpn) -> Result<(), BackendError> {
+        if let Some(rss) = self.rss_rqs.get(&qpn.0) {
+            // The RSS QP cannot be modified; its WQ can (DPDK stops an Rx
+            // queue the same way, `mlx5_ibv_modify_wq`).
+            return Ok(rss.wq().to_error()?);
+        }
         Ok(self.qp(qpn)?.to_error()?)
     }
 
     fn qp_state(&mut self, qpn: Qpn) -> Option<QpState> {
         use rdma_sys::ibv_qp_state as S;
+        if let Some(rss) = self.rss_rqs.get(&qpn.0) {
+            return Some(rss_state(rss));
+        }
         let s = self.qp(qpn).ok()?.state().ok()?;
         Some(match s {
             S::IBV_QPS_RESET => QpState::Reset,
@@ -594,6 +723,12 @@ impl Backend for VerbsBackend {
     }
 
     fn add_flow(&mut self, rule: FlowRule) -> Result<(), BackendError> {
+        if let Some(rss) = self.rss_rqs.get(&rule.qpn.0) {
+            // To the RSS QP's TIR, tagged as below.
+            let flow = rss.flow_eth(rule.dmac, rule.ethertype, Some(rule.flow_tag))?;
+            self.flows.push(flow);
+            return Ok(());
+        }
         let qp = self.qp(rule.qpn)?;
         // libmlx5 reports the flow tag in the CQE's QPN field
         // (`mlx5_cq_read_flow_tag`), as the emulator does.

@@ -306,6 +306,8 @@ pub mod obj_type {
     pub const SRQ: u64 = 1 << 2;
     /// `MLX5DV_OBJ_RWQ`.
     pub const RWQ: u64 = 1 << 3;
+    /// `MLX5DV_OBJ_AH`.
+    pub const AH: u64 = 1 << 5;
 }
 
 /// `mlx5dv_qp.sq` / `mlx5dv_qp.rq`.
@@ -443,13 +445,25 @@ impl<I, O> core::fmt::Debug for mlx5dv_obj_pair<I, O> {
     }
 }
 
-/// Opaque: `struct ibv_dm`, `struct mlx5dv_dm`, `struct ibv_ah`,
-/// `struct mlx5dv_ah`, `struct ibv_pd`, `struct mlx5dv_pd` as far as this
-/// backend is concerned (never asked for).
+/// Opaque: `struct ibv_dm`, `struct mlx5dv_dm`, `struct ibv_pd`,
+/// `struct mlx5dv_pd` as far as this backend is concerned (never asked
+/// for).
 #[repr(C)]
 #[derive(Debug)]
 pub struct Opaque {
     _private: [u8; 0],
+}
+
+/// `struct mlx5dv_ah`: where libmlx5 keeps the address vector of an
+/// address handle (`mlx5dv_get_av` in `mlx5.c` points `av` at
+/// `struct mlx5_ah`'s own `av`, valid until `ibv_destroy_ah`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct mlx5dv_ah {
+    /// The 48-byte `struct mlx5_wqe_av` (`mlx5dp::prm::Av`).
+    pub av: *mut mlx5dp::prm::Av,
+    /// Reserved for extensions (libmlx5 writes 0).
+    pub comp_mask: u64,
 }
 
 /// `struct mlx5dv_obj`.
@@ -466,8 +480,8 @@ pub struct mlx5dv_obj {
     pub rwq: mlx5dv_obj_pair<ibv_wq, mlx5dv_rwq>,
     /// Device memory (unused).
     pub dm: mlx5dv_obj_pair<Opaque, Opaque>,
-    /// Address handle (unused).
-    pub ah: mlx5dv_obj_pair<Opaque, Opaque>,
+    /// Address handle ([`super::ah::Ah`] reads its address vector).
+    pub ah: mlx5dv_obj_pair<rdma_sys::ibv_ah, mlx5dv_ah>,
     /// Protection domain (unused).
     pub pd: mlx5dv_obj_pair<Opaque, Opaque>,
 }

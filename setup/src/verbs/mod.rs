@@ -13,9 +13,12 @@
 //!   compression when asked), QPs of every type the core drives (RC, UC,
 //!   UD, XRC initiator and target, RAW_PACKET with a flow-steering rule),
 //!   SRQs and XRC SRQs, XRC domains shared through a file, striding RQs
-//!   (`mlx5dv_create_wq`); QP state transitions with the attributes each
-//!   type needs, RC connection from exchanged QPN/LID/GID/PSN, and
-//!   recovery after an error completion.
+//!   (`mlx5dv_create_wq`) behind a one-entry RSS indirection table and an
+//!   RSS QP (`RssRq`, as DPDK's verbs Rx queues); QP state transitions
+//!   with the attributes each type needs, RC connection from exchanged
+//!   QPN/LID/GID/PSN, and recovery after an error completion.
+//! - [`ah`]: address handles (`ibv_create_ah`) and the UD address vector
+//!   libmlx5 builds for them, read through `mlx5dv_init_obj`.
 //! - [`parts`]: `mlx5dv_init_obj` and the checks that turn its output into
 //!   the core's raw-parts types. After this the core never calls rdma-core.
 //! - [`backend`]: [`VerbsBackend`], the [`crate::backend::Backend`] the
@@ -31,8 +34,10 @@
 //! Every owner holds an [`std::sync::Arc`] to each object it depends on
 //! (a QP to its PD, CQs, SRQ and XRC domain; an MR, memory window, SRQ or
 //! WQ to its PD; a PD, CQ or XRC domain to the device context; a flow rule
-//! to its QP), so a parent is destroyed only after its last child: QP →
-//! SRQ/WQ → CQ → MR/memory window → PD → XRC domain → device context,
+//! to its QP or RSS QP; an RSS QP to its indirection table, the table to
+//! its WQ), so a parent is destroyed only after its last child: flow rule
+//! → QP/RSS QP → indirection table → SRQ/WQ → CQ → MR/memory window → PD
+//! → XRC domain → device context,
 //! whatever order the caller drops the handles in. (A window holds no
 //! `Arc` to the region it is bound to: the binding is the device's, made
 //! by a work request the core posts. Deallocate windows before their
@@ -55,6 +60,7 @@
 //! the rest waits for hardware.
 #![cfg(feature = "verbs")]
 
+pub mod ah;
 pub mod backend;
 pub mod capture;
 pub mod device;
@@ -66,10 +72,14 @@ pub mod smoke;
 #[cfg(all(test, feature = "verbs"))]
 mod tests;
 
+pub use ah::Ah;
 pub use backend::VerbsBackend;
 pub use device::{list_devices, Context, DeviceCaps};
 pub use parts::PartsError;
-pub use resources::{Cq, CqOptions, Flow, Mr, Mw, Pd, Qp, QpKind, QpOptions, Srq, Wq, Xrcd};
+pub use resources::{
+    Cq, CqOptions, Flow, Mr, Mw, Pd, Qp, QpKind, QpOptions, RssQp, RssRq, RwqIndTable, Srq, Wq,
+    Xrcd,
+};
 
 use std::fmt;
 

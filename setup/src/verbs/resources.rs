@@ -6,7 +6,7 @@
 //! child created outside this module still exists) is reported in debug
 //! builds and otherwise leaked, never retried on freed memory.
 
-use super::device::{Context, ContextInner, DeviceCaps, PortInfo};
+use super::device::{Context, ContextInner, DeviceCaps, PortInfo, StridingRqCaps};
 use super::ffi::{self, cq_init_attr_mask, cqe_res_format, mlx5dv_obj};
 use super::parts::{self, PartsError};
 use super::VerbsError;
@@ -86,6 +86,12 @@ impl Pd {
                 _ctx: ctx.inner.clone(),
             }),
         })
+    }
+
+    /// The `ibv_pd`, for verbs of other modules that create objects in
+    /// it (an address handle); valid while this `Pd` (or a clone) lives.
+    pub(crate) fn as_ptr(&self) -> *mut rdma_sys::ibv_pd {
+        self.inner.ptr
     }
 }
 
@@ -767,12 +773,17 @@ impl Drop for WqInner {
 
 /// A striding receive work queue (`mlx5dv_create_wq`).
 ///
-/// Packets reach it only through an RSS indirection table and an RSS QP
-/// (not built here yet); what is here is creation, the move to ready and
-/// the raw parts.
+/// Packets reach it only through an RSS indirection table and an RSS QP:
+/// [`RssRq`] builds the three together, as DPDK's verbs Rx queues do. What
+/// is here is creation, the state moves (ready, error) and the raw parts.
+/// Never run: compiled only, no ConnectX here.
 #[derive(Clone, Debug)]
 pub struct Wq {
     inner: Arc<WqInner>,
+    /// log2 bytes per stride, as created.
+    log_stride_bytes: u8,
+    /// log2 strides per WQE, as created.
+    log_num_strides: u8,
 }
 
 impl Wq {
@@ -821,21 +832,110 @@ impl Wq {
                 _pd: pd.inner.clone(),
                 _cq: cq.inner.clone(),
             }),
+            log_stride_bytes: u8::try_from(log_stride_bytes)
+                .map_err(|_| VerbsError::Invalid("log stride bytes"))?,
+            log_num_strides: u8::try_from(log_num_strides)
+                .map_err(|_| VerbsError::Invalid("log strides per WQE"))?,
         })
     }
 
-    /// Moves the WQ to ready (`ibv_modify_wq`, `IBV_WQS_RDY`).
-    pub fn ready(&self) -> Result<(), VerbsError> {
+    /// A striding RQ as [`StridingWqAttr`] describes it (checked against
+    /// the device's caps already).
+    pub fn create_with(
+        ctx: &Context,
+        pd: &Pd,
+        cq: &Cq,
+        attr: StridingWqAttr,
+    ) -> Result<Self, VerbsError> {
+        Self::create_striding(
+            ctx,
+            pd,
+            cq,
+            attr.max_wr,
+            u32::from(attr.log_stride_bytes),
+            u32::from(attr.log_num_strides),
+        )
+    }
+
+    /// `ibv_modify_wq` to `state` (`IBV_WQ_ATTR_STATE` only).
+    fn modify_state(&self, state: rdma_sys::ibv_wq_state::Type) -> Result<(), VerbsError> {
         // SAFETY: plain C data; all-zero is valid.
         let mut attr: rdma_sys::ibv_wq_attr = unsafe { core::mem::zeroed() };
         attr.attr_mask = rdma_sys::ibv_wq_attr_mask::IBV_WQ_ATTR_STATE.0;
-        attr.wq_state = rdma_sys::ibv_wq_state::IBV_WQS_RDY;
-        // SAFETY: a live WQ and a valid attribute struct.
+        attr.wq_state = state;
+        // SAFETY: a live WQ and a valid attribute struct. rdma-sys's
+        // wrapper returns EOPNOTSUPP when the context has no `modify_wq`
+        // (verbs.h `ibv_modify_wq`); libmlx5 sets it (`mlx5_modify_wq`).
         let ret = unsafe { rdma_sys::ibv_modify_wq(self.inner.ptr, &mut attr) };
         if ret != 0 {
             return Err(VerbsError::ret("ibv_modify_wq", ret));
         }
         Ok(())
+    }
+
+    /// Moves the WQ to ready (`ibv_modify_wq`, `IBV_WQS_RDY`). From RESET,
+    /// libmlx5 also zeroes the doorbell record and the ring indices
+    /// (`mlx5_modify_wq`), so the core's counters start at 0 after it.
+    pub fn ready(&self) -> Result<(), VerbsError> {
+        self.modify_state(rdma_sys::ibv_wq_state::IBV_WQS_RDY)
+    }
+
+    /// Moves the WQ to the error state (`ibv_modify_wq`, `IBV_WQS_ERR`):
+    /// the device flushes the posted WQEs with error completions, as DPDK
+    /// does to stop an Rx queue (`mlx5_ibv_modify_wq` with
+    /// `MLX5_RXQ_MOD_RDY2ERR`, drivers/net/mlx5/linux/mlx5_verbs.c).
+    pub fn to_error(&self) -> Result<(), VerbsError> {
+        self.modify_state(rdma_sys::ibv_wq_state::IBV_WQS_ERR)
+    }
+
+    /// The state libibverbs last set (`ibv_wq.state`, updated by a
+    /// successful `ibv_modify_wq`, libibverbs `ibv_cmd_modify_wq`). There
+    /// is no query verb for a WQ, so a WQ the device moved to error by
+    /// itself still reads as ready here.
+    pub fn state(&self) -> rdma_sys::ibv_wq_state::Type {
+        // SAFETY: a live WQ; `state` is a plain field, written only by
+        // libibverbs on the control path (`&self` methods of this owner).
+        unsafe { (*self.inner.ptr).state }
+    }
+
+    /// The WQ number (`ibv_wq.wq_num`: the RQ number the kernel returned,
+    /// libibverbs `ibv_cmd_create_wq`).
+    pub fn wqn(&self) -> u32 {
+        // SAFETY: a live WQ; `wq_num` is a plain field set at creation.
+        unsafe { (*self.inner.ptr).wq_num }
+    }
+
+    /// The striding RQ as the backend-neutral owner (see [`Cq::core_cq`]):
+    /// the same [`EmuRqKind::Striding`] the emulated device hands out,
+    /// numbered with the WQ number. The ring must be of 32-byte WQEs (a
+    /// next segment and one data segment, libmlx5 `mlx5_calc_rwq_size`
+    /// with one SGE); a stride of 64 (libmlx5's WQ signature, env
+    /// `MLX5_RWQ_SIGNATURE`) is refused.
+    pub fn core_rq(&self) -> Result<CoreRq, VerbsError> {
+        let c = self.dv()?;
+        let stride = 1u32 << c.wqe_shift;
+        if stride as usize != mlx5dp::prm::MprqWqe::SIZE {
+            return Err(PartsError::BadSize {
+                field: "mlx5dv_rwq.stride (a striding WQE is 32 bytes)",
+                value: stride,
+            }
+            .into());
+        }
+        let parts = EmuRqParts {
+            num: self.wqn(),
+            buf: c.buf,
+            wqe_cnt: c.wqe_cnt,
+            stride,
+            dbrec: c.dbrec,
+            kind: EmuRqKind::Striding {
+                log_num_strides: self.log_num_strides,
+                log_stride_bytes: self.log_stride_bytes,
+            },
+        };
+        // SAFETY: checked by `check_rwq` (non-null, aligned ring and
+        // record, power-of-two count and stride) for this live WQ, which
+        // the `KeepAlive` keeps alive; the device only reads the ring.
+        Ok(unsafe { CoreRq::from_parts(parts, KeepAlive::new(self.inner.clone())) })
     }
 
     /// `mlx5dv_init_obj` on the WQ, checked.
@@ -868,6 +968,382 @@ impl Wq {
         let c = self.dv()?;
         // SAFETY: forwarded to the caller.
         unsafe { RecvParts::from_checked(&c) }
+    }
+}
+
+/// The WQ attributes a striding RQ of `wqe_cnt` WQEs of
+/// `1 << log_num_strides` strides of `1 << log_stride_bytes` bytes asks
+/// for, checked against the device's caps and the core's limits (pure;
+/// tested).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StridingWqAttr {
+    /// `ibv_wq_init_attr.max_wr`: the WQE count. libmlx5 allocates
+    /// `roundup_pow_of_two(max_wr)` WQEs of 32 bytes, at least 64 bytes
+    /// (`mlx5_calc_rwq_size`), so a power of two of 2 or more is what it
+    /// gets and 1 becomes 2; the core reads the real count from the parts.
+    pub max_wr: u32,
+    /// `single_stride_log_num_of_bytes`: log2 bytes per stride, the real
+    /// value (libmlx5 `create_wq` checks it against the caps as is; the
+    /// kernel subtracts the PRM's base of 6).
+    pub log_stride_bytes: u8,
+    /// `single_wqe_log_num_of_strides`: log2 strides per WQE, the real
+    /// value (the PRM's base of 9 is the kernel's business).
+    pub log_num_strides: u8,
+}
+
+impl StridingWqAttr {
+    /// Checks `RqInit::Striding { wqe_cnt, log_num_strides,
+    /// log_stride_bytes }` against `caps` (`None`: the device reported no
+    /// `MLX5DV_CONTEXT_MASK_STRIDING_RQ`) and `max_qp_wr`.
+    ///
+    /// Refused with [`VerbsError::Unsupported`]: no striding RQ caps, no
+    /// RAW_PACKET bit in `supported_qpts` (the kernel reports
+    /// `BIT(IB_QPT_RAW_PACKET)`), a stride size or stride count outside
+    /// the caps (libmlx5 `create_wq` would fail with EINVAL). Refused with
+    /// [`VerbsError::Invalid`]: a WQE count that is zero, not a power of
+    /// two, above `max_qp_wr` or above 2^16 (the core's stride accounting,
+    /// `mlx5dp::rq::StridingRq::new`), and parameters the core cannot post
+    /// (more than 2^16 strides, or a WQE buffer of 2^31 bytes or more).
+    pub fn new(
+        wqe_cnt: u32,
+        log_num_strides: u8,
+        log_stride_bytes: u8,
+        caps: Option<&StridingRqCaps>,
+        max_qp_wr: u32,
+    ) -> Result<Self, VerbsError> {
+        let caps = caps.ok_or(VerbsError::Unsupported(
+            "a striding RQ on this device (no MLX5DV_CONTEXT_MASK_STRIDING_RQ caps)",
+        ))?;
+        if caps.supported_qpts & (1 << rdma_sys::ibv_qp_type::IBV_QPT_RAW_PACKET) == 0 {
+            return Err(VerbsError::Unsupported(
+                "a striding RQ for RAW_PACKET (not in mlx5dv_striding_rq_caps.supported_qpts)",
+            ));
+        }
+        if !(caps.min_log_stride_bytes..=caps.max_log_stride_bytes)
+            .contains(&u32::from(log_stride_bytes))
+        {
+            return Err(VerbsError::Unsupported(
+                "this stride size (outside mlx5dv_striding_rq_caps)",
+            ));
+        }
+        if !(caps.min_log_num_strides..=caps.max_log_num_strides)
+            .contains(&u32::from(log_num_strides))
+        {
+            return Err(VerbsError::Unsupported(
+                "this many strides per WQE (outside mlx5dv_striding_rq_caps)",
+            ));
+        }
+        if log_num_strides > 16 || u32::from(log_num_strides) + u32::from(log_stride_bytes) > 30 {
+            return Err(VerbsError::Invalid(
+                "striding parameters the core cannot post (at most 2^16 strides, 2^30 bytes per WQE)",
+            ));
+        }
+        if !wqe_cnt.is_power_of_two() || wqe_cnt > max_qp_wr || wqe_cnt > 1 << 16 {
+            return Err(VerbsError::Invalid(
+                "a striding RQ's WQE count is a power of two of at most max_qp_wr and 2^16",
+            ));
+        }
+        Ok(Self {
+            max_wr: wqe_cnt,
+            log_stride_bytes,
+            log_num_strides,
+        })
+    }
+
+    /// The `mlx5dv_wq_init_attr` (no two-byte shift: the core expects each
+    /// packet at the start of its first stride; DPDK's
+    /// `MLX5_MPRQ_TWO_BYTE_SHIFT` is 0 too).
+    pub fn dv(&self) -> ffi::mlx5dv_wq_init_attr {
+        ffi::mlx5dv_wq_init_attr {
+            comp_mask: ffi::MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ,
+            striding_rq_attrs: ffi::mlx5dv_striding_rq_init_attr {
+                single_stride_log_num_of_bytes: u32::from(self.log_stride_bytes),
+                single_wqe_log_num_of_strides: u32::from(self.log_num_strides),
+                two_byte_shift_en: 0,
+            },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// RSS: indirection table and RSS QP (DPDK drivers/net/mlx5/linux/
+// mlx5_verbs.c `mlx5_ibv_ind_table_new`, `mlx5_ibv_hrxq_new`).
+
+/// The Toeplitz key of every RSS QP here: the emulated device's
+/// ([`crate::emu::eth::TOEPLITZ_KEY`], Microsoft's RSS specification key),
+/// so that a CQE's `rss_hash_result` means the same on both backends.
+/// mlx5 takes exactly 40 bytes (Linux `create_rss_raw_qp_tir` refuses any
+/// other `rx_key_len`).
+pub const RSS_KEY: [u8; 40] = crate::emu::eth::TOEPLITZ_KEY;
+
+/// The fields the RSS QP hashes: IPv4 source and destination, UDP source
+/// and destination ports (`IBV_RX_HASH_*`), in the emulator's order
+/// (addresses, then ports; `crate::emu::eth::rx_info`).
+///
+/// The emulator hashes the ports of TCP and UDP alike and the addresses of
+/// IPv4 and IPv6 alike; one mlx5 TIR cannot: Linux `create_rss_raw_qp_tir`
+/// (drivers/infiniband/hw/mlx5/qp.c) refuses a mask with both IPv4 and
+/// IPv6 fields or with both TCP and UDP ports ("only one l4 protocol"),
+/// since the TIR's field selector has one `l3_prot_type` and one
+/// `l4_prot_type`. IPv4/UDP is the one chosen (raw-Ethernet traffic of
+/// the scenarios and perf tools is UDP). For IPv4/UDP frames both
+/// backends report the same hash; for IPv6, TCP and non-IP frames what
+/// the device reports from this TIR has not been observed here (the
+/// emulator hashes IPv6 addresses and TCP ports, and reports 0 for non-IP).
+///
+/// The CQE's `rss_hash_type` for an IPv4/UDP frame is then `0x84`:
+/// bits 3:2 = 01 (IPv4) and bits 7:6 = 10 (UDP) (Linux
+/// include/linux/mlx5/device.h, `CQE_RSS_HTYPE_IP`, `CQE_RSS_HTYPE_L4`).
+/// The emulator leaves `rss_hash_type` 0.
+pub fn rss_hash_fields() -> u64 {
+    use rdma_sys::ibv_rx_hash_fields as F;
+    u64::from(
+        (F::IBV_RX_HASH_SRC_IPV4
+            | F::IBV_RX_HASH_DST_IPV4
+            | F::IBV_RX_HASH_SRC_PORT_UDP
+            | F::IBV_RX_HASH_DST_PORT_UDP)
+            .0,
+    )
+}
+
+/// The CQE `rss_hash_type` an IPv4/UDP frame gets from [`rss_hash_fields`]
+/// (see there).
+pub const RSS_HASH_TYPE_IPV4_UDP: u8 = (0b01 << 2) | (0b10 << 6);
+
+/// The `ibv_rx_hash_conf` of an RSS QP: Toeplitz over [`rss_hash_fields`]
+/// with `key` (pure; tested). `key` must outlive the `ibv_create_qp_ex`
+/// call that reads the returned struct (libmlx5 `mlx5_cmd_create_rss_qp`
+/// copies it into the command).
+pub fn rx_hash_conf(key: &mut [u8; 40]) -> rdma_sys::ibv_rx_hash_conf {
+    rdma_sys::ibv_rx_hash_conf {
+        rx_hash_function: rdma_sys::ibv_rx_hash_function_flags::IBV_RX_HASH_FUNC_TOEPLITZ.0 as u8,
+        rx_hash_key_len: key.len() as u8,
+        rx_hash_key: key.as_mut_ptr(),
+        rx_hash_fields_mask: rss_hash_fields(),
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct IndTableInner {
+    ptr: *mut rdma_sys::ibv_rwq_ind_table,
+    _wq: Arc<WqInner>,
+    _ctx: Arc<ContextInner>,
+}
+verbs_owner_is_send_sync!(IndTableInner);
+
+impl Drop for IndTableInner {
+    fn drop(&mut self) {
+        // SAFETY: created by `RwqIndTable::create`; the RSS QP on it holds
+        // an `Arc` to this owner, so it is gone; the WQ (`_wq`, a field
+        // dropped after this body) is still alive. rdma-sys's wrapper
+        // returns EOPNOTSUPP without calling anything when the context has
+        // no `destroy_rwq_ind_table` (libmlx5 sets it).
+        destroyed("ibv_destroy_rwq_ind_table", unsafe {
+            rdma_sys::ibv_destroy_rwq_ind_table(self.ptr)
+        });
+    }
+}
+
+/// An RSS indirection table over one WQ (`ibv_create_rwq_ind_table`, log
+/// size 0), destroyed on drop after the RSS QP that uses it.
+///
+/// Never run: compiled only, no ConnectX here.
+#[derive(Clone, Debug)]
+pub struct RwqIndTable {
+    inner: Arc<IndTableInner>,
+}
+
+impl RwqIndTable {
+    /// A table of one entry, `wq` (DPDK `mlx5_ibv_ind_table_new` with one
+    /// queue: `log_ind_tbl_size` 0, `comp_mask` 0).
+    pub fn create(ctx: &Context, wq: &Wq) -> Result<Self, VerbsError> {
+        let mut wqs: [*mut ibv_wq; 1] = [wq.inner.ptr];
+        // SAFETY: plain C data; all-zero is valid.
+        let mut attr: rdma_sys::ibv_rwq_ind_table_init_attr = unsafe { core::mem::zeroed() };
+        attr.log_ind_tbl_size = 0;
+        attr.ind_tbl = wqs.as_mut_ptr();
+        attr.comp_mask = 0;
+        // SAFETY: the context and the WQ are alive (held below); `attr`
+        // and the one-entry array it points to (`1 << log_ind_tbl_size`
+        // entries, verbs.h) live for the call, which copies the WQ handles
+        // (libibverbs `ibv_cmd_create_rwq_ind_table`). rdma-sys's wrapper
+        // returns `None` (errno EOPNOTSUPP) when the context has no
+        // `create_rwq_ind_table` (verbs.h `ibv_create_rwq_ind_table`).
+        let ptr = unsafe { rdma_sys::ibv_create_rwq_ind_table(ctx.inner.ptr, &mut attr) }
+            .unwrap_or(ptr::null_mut());
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_create_rwq_ind_table"));
+        }
+        Ok(Self {
+            inner: Arc::new(IndTableInner {
+                ptr,
+                _wq: wq.inner.clone(),
+                _ctx: ctx.inner.clone(),
+            }),
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct RssQpInner {
+    ptr: *mut ibv_qp,
+    _table: Arc<IndTableInner>,
+    _pd: Arc<PdInner>,
+}
+verbs_owner_is_send_sync!(RssQpInner);
+
+impl Drop for RssQpInner {
+    fn drop(&mut self) {
+        // SAFETY: created by `RssQp::create`; flow rules on it hold an
+        // `Arc` to this owner, so they are gone; the table (`_table`,
+        // dropped after this body) is still alive.
+        destroyed("ibv_destroy_qp", unsafe {
+            rdma_sys::ibv_destroy_qp(self.ptr)
+        });
+    }
+}
+
+/// An RSS QP (`ibv_create_qp_ex`, `IBV_QPT_RAW_PACKET` with
+/// `IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH`): a TIR that
+/// hashes frames over an indirection table, with no send queue and no ring
+/// of its own. Flow rules steer to it ([`Flow::eth_rss`]).
+///
+/// It has no states: libmlx5 refuses to modify or query it
+/// (`mlx5_modify_qp`, `mlx5_query_qp` return EOPNOTSUPP for `rss_qp`,
+/// providers/mlx5/verbs.c), and it receives as soon as it exists while its
+/// WQ is ready. Its `qp_num` is 0 (Linux `create_rss_raw_qp_tir`: "qpn is
+/// reserved for that QP"), so it is named by its WQ's number.
+///
+/// Never run: compiled only, no ConnectX here.
+#[derive(Debug)]
+pub struct RssQp {
+    inner: Arc<RssQpInner>,
+    port: PortInfo,
+}
+
+impl RssQp {
+    /// An RSS QP over `table` in `pd`, hashing as [`rx_hash_conf`] says
+    /// (DPDK `mlx5_ibv_hrxq_new`). No CQ: the WQs carry theirs, and the
+    /// kernel refuses a send CQ (`create_rss_raw_qp_tir`) and libibverbs
+    /// any receive CQ, SRQ or receive capacity (`ibv_icmd_create_qp` with
+    /// `IBV_QP_INIT_ATTR_IND_TABLE`).
+    pub fn create(
+        ctx: &Context,
+        pd: &Pd,
+        table: &RwqIndTable,
+        port: PortInfo,
+    ) -> Result<Self, VerbsError> {
+        use rdma_sys::ibv_qp_init_attr_mask as I;
+        let mut key = RSS_KEY;
+        // SAFETY: plain C data; all-zero is valid (null pointers, no caps).
+        let mut attr: ibv_qp_init_attr_ex = unsafe { core::mem::zeroed() };
+        attr.qp_type = rdma_sys::ibv_qp_type::IBV_QPT_RAW_PACKET;
+        attr.comp_mask = I::IBV_QP_INIT_ATTR_PD.0
+            | I::IBV_QP_INIT_ATTR_IND_TABLE.0
+            | I::IBV_QP_INIT_ATTR_RX_HASH.0;
+        attr.pd = pd.inner.ptr;
+        attr.rwq_ind_tbl = table.inner.ptr;
+        attr.rx_hash_conf = rx_hash_conf(&mut key);
+        // SAFETY: the context, PD and table are alive (held below); `attr`
+        // and the key it points to live for the call. The mask is not PD
+        // alone, so rdma-sys's wrapper goes to the context's
+        // `create_qp_ex` (verbs.h `ibv_create_qp_ex`), or returns `None`
+        // (errno EOPNOTSUPP) when there is none.
+        let ptr = unsafe { rdma_sys::ibv_create_qp_ex(ctx.inner.ptr, &mut attr) }
+            .unwrap_or(ptr::null_mut());
+        if ptr.is_null() {
+            return Err(VerbsError::last("ibv_create_qp_ex (RSS)"));
+        }
+        Ok(Self {
+            inner: Arc::new(RssQpInner {
+                ptr,
+                _table: table.inner.clone(),
+                _pd: pd.inner.clone(),
+            }),
+            port,
+        })
+    }
+
+    /// `ibv_qp.qp_num` (0 on the kernels read here; see the type's
+    /// documentation).
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: a live QP; `qp_num` is a plain field.
+        unsafe { (*self.inner.ptr).qp_num }
+    }
+
+    /// The port flow rules to it match on.
+    pub fn port(&self) -> PortInfo {
+        self.port
+    }
+}
+
+/// A striding receive queue reached through RSS, as DPDK's verbs Rx path
+/// builds one queue (drivers/net/mlx5/linux/mlx5_verbs.c): the striding
+/// WQ on a CQ, moved to ready (`mlx5_rxq_ibv_wq_create`,
+/// `mlx5_rxq_ibv_obj_new`), a one-entry indirection table over it
+/// (`mlx5_ibv_ind_table_new`) and an RSS QP over the table
+/// (`mlx5_ibv_hrxq_new`). Frames reach it through flow rules on the RSS
+/// QP ([`RssRq::flow_eth`]).
+///
+/// Teardown: flow rules (each holds the RSS QP), then the RSS QP, then
+/// the table, then the WQ (each holds the next through an `Arc`), then the
+/// CQ and PD; the core's [`CoreRq`] keeps the WQ (its ring) alive on its
+/// own.
+///
+/// Never run: compiled only, no ConnectX here.
+#[derive(Debug)]
+pub struct RssRq {
+    qp: RssQp,
+    table: RwqIndTable,
+    wq: Wq,
+}
+
+impl RssRq {
+    /// Creates the WQ on `cq` as `attr` says, moves it to ready, then
+    /// creates the table and the RSS QP, in DPDK's order.
+    pub fn create(
+        ctx: &Context,
+        pd: &Pd,
+        cq: &Cq,
+        attr: StridingWqAttr,
+        port: PortInfo,
+    ) -> Result<Self, VerbsError> {
+        let wq = Wq::create_with(ctx, pd, cq, attr)?;
+        wq.ready()?;
+        let table = RwqIndTable::create(ctx, &wq)?;
+        let qp = RssQp::create(ctx, pd, &table, port)?;
+        Ok(Self { qp, table, wq })
+    }
+
+    /// The WQ.
+    pub fn wq(&self) -> &Wq {
+        &self.wq
+    }
+
+    /// The indirection table.
+    pub fn table(&self) -> &RwqIndTable {
+        &self.table
+    }
+
+    /// The RSS QP.
+    pub fn qp(&self) -> &RssQp {
+        &self.qp
+    }
+
+    /// The number this queue goes by: the WQ's (see [`RssQp`] for why not
+    /// the RSS QP's).
+    pub fn num(&self) -> u32 {
+        self.wq.wqn()
+    }
+
+    /// A flow rule to the RSS QP (see [`Flow::eth`]).
+    pub fn flow_eth(
+        &self,
+        dst_mac: Option<[u8; 6]>,
+        ether_type: Option<u16>,
+        tag: Option<u32>,
+    ) -> Result<Flow, VerbsError> {
+        Flow::eth_rss(&self.qp, dst_mac, ether_type, tag)
     }
 }
 
@@ -1620,18 +2096,20 @@ const _: () = assert!(
             + core::mem::size_of::<rdma_sys::ibv_flow_spec_eth>()
 );
 
-/// A flow-steering rule sending matching frames to a RAW_PACKET QP
-/// (`ibv_create_flow`); removed on drop, before its QP.
+/// A flow-steering rule sending matching frames to a RAW_PACKET QP or an
+/// RSS QP (`ibv_create_flow`); removed on drop, before its QP.
 #[derive(Debug)]
 pub struct Flow {
     ptr: *mut ibv_flow,
-    _qp: Arc<QpInner>,
+    /// The QP's owner ([`QpInner`] or [`RssQpInner`]), kept alive.
+    _qp: Arc<dyn core::fmt::Debug + Send + Sync>,
 }
 verbs_owner_is_send_sync!(Flow);
 
 impl Drop for Flow {
     fn drop(&mut self) {
-        // SAFETY: created by `Flow::eth`; its QP is alive (`_qp`).
+        // SAFETY: created by `Flow::create`; its QP is alive (`_qp`, a
+        // field dropped after this body).
         destroyed("ibv_destroy_flow", unsafe {
             rdma_sys::ibv_destroy_flow(self.ptr)
         });
@@ -1652,11 +2130,37 @@ impl Flow {
         if qp.kind() != QpKind::RawPacket {
             return Err(VerbsError::Invalid("flow rules steer to RAW_PACKET QPs"));
         }
+        let keep: Arc<dyn core::fmt::Debug + Send + Sync> = qp.inner.clone();
+        Self::create(qp.inner.ptr, keep, qp.port.port, dst_mac, ether_type, tag)
+    }
+
+    /// As [`Flow::eth`], to an RSS QP: the rule's destination is the QP's
+    /// TIR (Linux `mlx5_ib_create_flow`, drivers/infiniband/hw/mlx5/fs.c,
+    /// takes `rss_qp.tirn` for an RSS QP), which hashes the frame to a WQ
+    /// of its table. Never run: compiled only.
+    pub fn eth_rss(
+        qp: &RssQp,
+        dst_mac: Option<[u8; 6]>,
+        ether_type: Option<u16>,
+        tag: Option<u32>,
+    ) -> Result<Self, VerbsError> {
+        let keep: Arc<dyn core::fmt::Debug + Send + Sync> = qp.inner.clone();
+        Self::create(qp.inner.ptr, keep, qp.port.port, dst_mac, ether_type, tag)
+    }
+
+    fn create(
+        qp: *mut ibv_qp,
+        keep: Arc<dyn core::fmt::Debug + Send + Sync>,
+        port: u8,
+        dst_mac: Option<[u8; 6]>,
+        ether_type: Option<u16>,
+        tag: Option<u32>,
+    ) -> Result<Self, VerbsError> {
         // SAFETY: plain C data; all-zero is valid.
         let mut f: EthFlowAttr = unsafe { core::mem::zeroed() };
         f.attr.type_ = rdma_sys::ibv_flow_attr_type::IBV_FLOW_ATTR_NORMAL;
         f.attr.num_of_specs = 1;
-        f.attr.port = qp.port.port;
+        f.attr.port = port;
         f.eth.type_ = rdma_sys::ibv_flow_spec_type::IBV_FLOW_SPEC_ETH;
         f.eth.size = core::mem::size_of::<rdma_sys::ibv_flow_spec_eth>() as u16;
         if let Some(mac) = dst_mac {
@@ -1678,17 +2182,15 @@ impl Flow {
         }
         f.attr.size =
             u16::try_from(size).map_err(|_| VerbsError::Invalid("flow attribute size"))?;
-        // SAFETY: a live QP; `f` is the attribute followed by its specs, as
-        // `size` and `num_of_specs` say (back to back: checked at compile
-        // time below).
-        let ptr = unsafe { rdma_sys::ibv_create_flow(qp.inner.ptr, ptr::addr_of_mut!(f).cast()) }
+        // SAFETY: `qp` is a live QP (its owner is `keep`, held by the
+        // callers' `&Qp`/`&RssQp` for the call and by the rule after it);
+        // `f` is the attribute followed by its specs, as `size` and
+        // `num_of_specs` say (back to back: checked at compile time above).
+        let ptr = unsafe { rdma_sys::ibv_create_flow(qp, ptr::addr_of_mut!(f).cast()) }
             .unwrap_or(ptr::null_mut());
         if ptr.is_null() {
             return Err(VerbsError::last("ibv_create_flow"));
         }
-        Ok(Flow {
-            ptr,
-            _qp: qp.inner.clone(),
-        })
+        Ok(Flow { ptr, _qp: keep })
     }
 }

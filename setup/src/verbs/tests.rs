@@ -370,6 +370,11 @@ fn layout() -> Vec<(&'static str, &'static str, usize, usize)> {
         ));
         assert_eq!(pair, 16);
     }
+    s!(v, mlx5dv_ah);
+    m!(v, mlx5dv_ah, "av", av, *mut u8);
+    m!(v, mlx5dv_ah, "comp_mask", comp_mask, u64);
+    // What `mlx5dv_ah.av` points at: the 48 bytes `Ah` copies.
+    v.push(("mlx5_wqe_av", "", 0, size_of::<mlx5dp::prm::Av>()));
     s!(v, mlx5dv_clock_info);
     m!(v, mlx5dv_clock_info, "nsec", nsec, u64);
     m!(v, mlx5dv_clock_info, "last_cycles", last_cycles, u64);
@@ -472,6 +477,7 @@ fn constants() -> Vec<(&'static str, u64)> {
         ("MLX5DV_OBJ_CQ", obj_type::CQ),
         ("MLX5DV_OBJ_SRQ", obj_type::SRQ),
         ("MLX5DV_OBJ_RWQ", obj_type::RWQ),
+        ("MLX5DV_OBJ_AH", obj_type::AH),
         ("MLX5DV_SRQ_MASK_SRQN", MLX5DV_SRQ_MASK_SRQN),
     ]
 }
@@ -825,4 +831,266 @@ fn ts_to_ns_matches_the_header() {
 fn hw_rc_loopback() {
     let r = super::smoke::rc_loopback().unwrap_or_else(|e| panic!("{e}"));
     assert!(r.data_ok, "{r:?}");
+}
+
+/// The address-handle attributes of the loopback destination: the
+/// port's own LID on InfiniBand (a GRH only when asked), always global on
+/// RoCE with the port's GID at the backend's GID index (what `Qp::modify`
+/// gives RC/UC QPs at RTR).
+#[test]
+fn ah_route_to_the_own_port() {
+    use super::ah::Route;
+    use super::device::PortInfo;
+    use crate::emu::AhAttr;
+    let gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+    let ib = PortInfo {
+        port: 1,
+        lid: 0x17,
+        gid,
+        gid_index: 0,
+        active_mtu: 5,
+        ethernet: false,
+    };
+    let r = Route::new(&ib, &AhAttr::default());
+    assert_eq!((r.port_num, r.dlid, r.is_global), (1, 0x17, false));
+    let a = r.to_ibv();
+    assert_eq!((a.port_num, a.dlid, a.is_global, a.sl), (1, 0x17, 0, 0));
+    assert_eq!((a.src_path_bits, a.static_rate), (0, 0));
+    assert_eq!(a.grh.hop_limit, 0, "no GRH fields without is_global");
+    let attr = AhAttr {
+        sl: 5,
+        global: true,
+        traffic_class: 0x20,
+        hop_limit: 9,
+        flow_label: 0x1_2345,
+        ..AhAttr::default()
+    };
+    let a = Route::new(&ib, &attr).to_ibv();
+    assert_eq!((a.is_global, a.sl), (1, 5));
+    assert_eq!(
+        (
+            a.grh.sgid_index,
+            a.grh.hop_limit,
+            a.grh.traffic_class,
+            a.grh.flow_label
+        ),
+        (0, 9, 0x20, 0x1_2345)
+    );
+    let roce = PortInfo {
+        port: 2,
+        lid: 0,
+        gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3],
+        gid_index: 3,
+        active_mtu: 3,
+        ethernet: true,
+    };
+    let r = Route::new(&roce, &AhAttr::default());
+    assert!(r.is_global, "RoCE needs the GRH (mlx5_create_ah: EINVAL)");
+    assert_eq!((r.dgid, r.sgid_index, r.hop_limit), (roce.gid, 3, 64));
+    let a = r.to_ibv();
+    assert_eq!((a.port_num, a.dlid, a.is_global), (2, 0, 1));
+    assert_eq!((a.grh.sgid_index, a.grh.hop_limit), (3, 64));
+}
+
+/// The copied address vector starts with no Q_Key and no remote QPN, so
+/// the send work request alone chooses them.
+#[test]
+fn ah_av_is_cleared_for_the_wqe() {
+    use super::ah::wqe_av;
+    use mlx5dp::prm::{Av, Be16, Be32, DqpDct};
+    let mut av = Av {
+        rlid: Be16::new(0x17),
+        rmac: [1, 2, 3, 4, 5, 6],
+        ..Av::default()
+    };
+    av.qkey = Be32::new(0x1111);
+    av.key_reserved = Be32::new(0x2222);
+    av.dqp_dct = DqpDct::new().with_dqp_dct(0x33).with_extended(true);
+    let w = wqe_av(av);
+    assert_eq!((w.qkey.get(), w.key_reserved.get()), (0, 0));
+    assert_eq!(w.dqp_dct, DqpDct::new());
+    assert_eq!((w.rlid.get(), w.rmac), (0x17, [1, 2, 3, 4, 5, 6]));
+}
+
+// ---------------------------------------------------------------------------
+// Striding RQ behind an RSS QP: the pure attribute building.
+
+mod rss {
+    use super::super::device::StridingRqCaps;
+    use super::super::resources::{
+        rss_hash_fields, rx_hash_conf, StridingWqAttr, RSS_HASH_TYPE_IPV4_UDP, RSS_KEY,
+    };
+    use super::super::VerbsError;
+    use super::*;
+    use crate::emu::eth::{rx_info, TOEPLITZ_KEY};
+
+    /// A ConnectX-5's `mlx5dv_striding_rq_caps` (the kernel's
+    /// `MLX5_MIN_SINGLE_WQE_LOG_NUM_STRIDES` 9 without the extended
+    /// range), RAW_PACKET only.
+    fn cx5() -> StridingRqCaps {
+        StridingRqCaps {
+            min_log_stride_bytes: 6,
+            max_log_stride_bytes: 13,
+            min_log_num_strides: 9,
+            max_log_num_strides: 16,
+            supported_qpts: 1 << rdma_sys::ibv_qp_type::IBV_QPT_RAW_PACKET,
+        }
+    }
+
+    fn unsupported(r: Result<StridingWqAttr, VerbsError>) -> bool {
+        matches!(r, Err(VerbsError::Unsupported(_)))
+    }
+
+    fn invalid(r: Result<StridingWqAttr, VerbsError>) -> bool {
+        matches!(r, Err(VerbsError::Invalid(_)))
+    }
+
+    /// `RqInit::Striding { wqe_cnt, log_num_strides, log_stride_bytes }`
+    /// becomes `max_wr` and the two logs unchanged, and the mlx5dv
+    /// attribute asks for a striding RQ with no two-byte shift.
+    #[test]
+    fn striding_rq_maps_to_the_wq_attributes() {
+        let caps = cx5();
+        let a = StridingWqAttr::new(64, 9, 6, Some(&caps), 32768).expect("in the caps");
+        assert_eq!(
+            a,
+            StridingWqAttr {
+                max_wr: 64,
+                log_stride_bytes: 6,
+                log_num_strides: 9,
+            }
+        );
+        let dv = a.dv();
+        assert_eq!(dv.comp_mask, MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ);
+        assert_eq!(dv.striding_rq_attrs.single_stride_log_num_of_bytes, 6);
+        assert_eq!(dv.striding_rq_attrs.single_wqe_log_num_of_strides, 9);
+        assert_eq!(dv.striding_rq_attrs.two_byte_shift_en, 0);
+        // The caps' edges are inside.
+        assert!(StridingWqAttr::new(2, 16, 13, Some(&caps), 32768).is_ok());
+        assert!(StridingWqAttr::new(1, 9, 6, Some(&caps), 32768).is_ok());
+        assert!(StridingWqAttr::new(1 << 15, 9, 6, Some(&caps), 32768).is_ok());
+    }
+
+    /// What the device cannot do is `Unsupported` (the tools report it as
+    /// unavailable); what makes no sense, or what the core cannot post,
+    /// is `Invalid`.
+    #[test]
+    fn striding_rq_is_checked_against_the_caps() {
+        let caps = cx5();
+        assert!(unsupported(StridingWqAttr::new(8, 9, 6, None, 32768)));
+        let no_raw = StridingRqCaps {
+            supported_qpts: 1 << rdma_sys::ibv_qp_type::IBV_QPT_UD,
+            ..caps
+        };
+        assert!(unsupported(StridingWqAttr::new(
+            8,
+            9,
+            6,
+            Some(&no_raw),
+            32768
+        )));
+        // Stride size outside 6..=13, stride count outside 9..=16 (the
+        // emulator's scenarios use 2^4 strides, which a ConnectX-5 refuses).
+        assert!(unsupported(StridingWqAttr::new(
+            8,
+            9,
+            5,
+            Some(&caps),
+            32768
+        )));
+        assert!(unsupported(StridingWqAttr::new(
+            8,
+            9,
+            14,
+            Some(&caps),
+            32768
+        )));
+        assert!(unsupported(StridingWqAttr::new(
+            8,
+            4,
+            6,
+            Some(&caps),
+            32768
+        )));
+        assert!(unsupported(StridingWqAttr::new(
+            8,
+            17,
+            6,
+            Some(&caps),
+            32768
+        )));
+        // The core's limits, on a device that would take more.
+        let wide = StridingRqCaps {
+            max_log_stride_bytes: 20,
+            max_log_num_strides: 20,
+            ..caps
+        };
+        assert!(invalid(StridingWqAttr::new(8, 17, 6, Some(&wide), 32768)));
+        assert!(invalid(StridingWqAttr::new(8, 16, 15, Some(&wide), 32768)));
+        assert!(StridingWqAttr::new(8, 16, 14, Some(&wide), 32768).is_ok());
+        // WQE counts: a power of two within max_qp_wr and 2^16.
+        for bad in [0, 3, 100, 1 << 17] {
+            assert!(invalid(StridingWqAttr::new(
+                bad,
+                9,
+                6,
+                Some(&caps),
+                1 << 20
+            )));
+        }
+        assert!(invalid(StridingWqAttr::new(1024, 9, 6, Some(&caps), 512)));
+        assert!(StridingWqAttr::new(1 << 16, 9, 6, Some(&caps), 1 << 20).is_ok());
+    }
+
+    /// The RSS QP hashes with the emulator's Toeplitz key over IPv4
+    /// addresses and UDP ports (`IBV_RX_HASH_*` 1 | 2 | 64 | 128).
+    #[test]
+    fn rx_hash_conf_uses_the_emulators_key() {
+        assert_eq!(RSS_KEY, TOEPLITZ_KEY);
+        let mut key = RSS_KEY;
+        let c = rx_hash_conf(&mut key);
+        assert_eq!(
+            u32::from(c.rx_hash_function),
+            rdma_sys::ibv_rx_hash_function_flags::IBV_RX_HASH_FUNC_TOEPLITZ.0
+        );
+        assert_eq!(c.rx_hash_key_len, 40);
+        assert_eq!(c.rx_hash_key, key.as_mut_ptr());
+        // SAFETY: `rx_hash_key` points to `key`, 40 bytes, alive here.
+        let seen = unsafe { core::slice::from_raw_parts(c.rx_hash_key, 40) };
+        assert_eq!(seen, &TOEPLITZ_KEY[..]);
+        assert_eq!(c.rx_hash_fields_mask, 0xc3);
+        assert_eq!(c.rx_hash_fields_mask, rss_hash_fields());
+        // One L3 and one L4 protocol: what Linux create_rss_raw_qp_tir
+        // accepts.
+        let m = c.rx_hash_fields_mask;
+        assert!(m & (4 | 8) == 0, "IPv6 fields beside IPv4");
+        assert!(m & (16 | 32) == 0, "TCP ports beside UDP");
+        // rss_hash_type bits 3:2 = IPv4, bits 7:6 = UDP.
+        assert_eq!(RSS_HASH_TYPE_IPV4_UDP, 0x84);
+    }
+
+    /// The emulator's hash of an IPv4/UDP frame is the Toeplitz hash of
+    /// source address, destination address, source port, destination port
+    /// with the shared key (the order the hardware hashes the selected
+    /// fields in: Microsoft's RSS verification suite, whose IPv4 vector
+    /// with ports this is).
+    #[test]
+    fn emulator_hash_of_ipv4_udp_is_the_rss_vector() {
+        let mut f = vec![0u8; 14 + 20 + 8 + 4];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        let ip = &mut f[14..34];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&32u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[66, 9, 149, 187]);
+        ip[16..20].copy_from_slice(&[161, 142, 100, 80]);
+        let udp = &mut f[34..42];
+        udp[0..2].copy_from_slice(&2794u16.to_be_bytes());
+        udp[2..4].copy_from_slice(&1766u16.to_be_bytes());
+        udp[4..6].copy_from_slice(&12u16.to_be_bytes());
+        let info = rx_info(&f);
+        assert_eq!((info.l3_type, info.l4_type), (2, 2), "IPv4/UDP");
+        assert_eq!(info.hash, 0x51cc_c178);
+    }
 }

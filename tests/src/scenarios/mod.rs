@@ -11,7 +11,7 @@
 //! vendor syndromes (its own, `emu::VendorSyndrome`) and its reports of
 //! the core's mistakes are checked on the emulator only. Scenarios that
 //! need the emulator's powers (fault injection, forced CQE compression,
-//! step mode, a striding RQ on a plain QP, address vectors without a
+//! step mode, a striding RQ on a QP that also sends, address vectors without a
 //! route, invalidatable region keys, the window state behind
 //! `Device::mw_state`) stay in the `e2e_*.rs` files, each marked
 //! "emulator only" with the reason; so do the memory-window rules whose
@@ -23,8 +23,10 @@
 //!   regular completions;
 //! - [`faults`]: error completions and flushes caused by one bad work
 //!   request;
-//! - [`rx`]: shared receive queues and XRC;
+//! - [`rx`]: shared receive queues, XRC, a receive-only striding RQ;
 //! - [`mw`]: memory windows (bind, use, bounds and rights, invalidation);
+//! - [`ud`]: UD datagrams over the address vector of
+//!   [`Backend::create_ah`] (delivery, GRH, Q_Key drops, the MTU);
 //! - [`random`]: the seeded randomised run.
 
 pub mod faults;
@@ -32,6 +34,7 @@ pub mod mw;
 pub mod random;
 pub mod rc;
 pub mod rx;
+pub mod ud;
 
 use crate::e2e::Fabric;
 use mlx5dp_setup::backend::Backend;

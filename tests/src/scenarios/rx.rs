@@ -1,12 +1,15 @@
 //! Shared receive queues (two RC connections on one SRQ; an error on one
-//! of them neither flushes nor loses the shared WQEs) and XRC across two
-//! domains: on every backend.
+//! of them neither flushes nor loses the shared WQEs), XRC across two
+//! domains, and a striding RQ on a receive-only RAW_PACKET QP: on every
+//! backend.
 
+use super::no_core_mistakes;
+use super::rc::frame;
 use crate::e2e::check::{check_all, check_flush_after_error, Ledger};
-use crate::e2e::{leak, pattern, Fabric, QpSpec, Queues, TestSrq};
+use crate::e2e::{leak, pattern, Fabric, QpSpec, Queues, TestSrq, TestStridingRq};
 use mlx5dp::prm::WcStatus;
 use mlx5dp::sq::BlueFlamePreferred;
-use mlx5dp_setup::backend::{Backend, SrqHandle};
+use mlx5dp_setup::backend::{Backend, FlowRule, QpState, SrqHandle};
 use mlx5dp_setup::emu::{CqeSize, Cqn, QpInit, QpType, RqInit, SrqInit, VendorSyndrome};
 
 type P = BlueFlamePreferred;
@@ -384,4 +387,102 @@ pub fn srq_error_and_flush_keep_the_shared_queue<B: Backend>(be: B) {
     if let Err(e) = check_flush_after_error(&sends) {
         panic!("{e}");
     }
+}
+
+/// A striding (multi-packet) RQ on a receive-only RAW_PACKET QP (no send
+/// queue), fed by a second RAW_PACKET QP through a steering rule on the
+/// destination MAC: 60 frames of 60 to 1360 bytes in rounds of six, so
+/// packets take 1 to 22 strides, fill a WQE, make the device skip its
+/// last strides with a filler and move on to the next WQE, which the
+/// poster re-posts. Each packet is read back through the core's stride
+/// shadow. Ends with the RQ moved to error.
+///
+/// 2^9 strides of 64 bytes per WQE: inside a ConnectX-5's
+/// `mlx5dv_striding_rq_caps` (at least 2^9 strides without the extended
+/// range) and the emulator's. On a ConnectX the receive side is a WQ
+/// behind an RSS QP (`VerbsBackend`), and the frames must come back to the
+/// port as in [`super::rc::raw_loopback`].
+pub fn striding_rq_receive_only<B: Backend>(be: B) {
+    let mut f = Fabric::new(be);
+    let mut cq_a = f.cq(64, CqeSize::B64, None, false);
+    let mut cq_b = f.cq(256, CqeSize::B64, None, true);
+    let a = f.qp(QpSpec::new(QpType::RawPacket), &cq_a, Some(&cq_a));
+    let mut spec = QpSpec::new(QpType::RawPacket);
+    spec.sq_wqebbs = 0;
+    spec.rq = RqInit::Striding {
+        wqe_cnt: 4,
+        log_num_strides: 9,
+        log_stride_bytes: 6,
+    };
+    let b = f.qp(spec, &cq_b, Some(&cq_b));
+    assert!(b.sq.is_none(), "a receive-only QP has no send queue");
+    f.ud_up(a.qpn, 0);
+    f.ud_up(b.qpn, 0);
+    let mac = [2, 0, 0, 0, 0, 3];
+    f.be.add_flow(FlowRule {
+        qpn: b.qpn,
+        dmac: Some(mac),
+        ethertype: None,
+        flow_tag: b.qpn.0,
+    })
+    .expect("flow");
+    let rbuf = f.buffer(4 << 15);
+    let mut rq = TestStridingRq::new(b.rq.as_ref().expect("striding rq"), rbuf);
+    let mut next = 0u64;
+    while rq.outstanding() < 4 {
+        rq.post(0x100 + next).expect("post");
+        next += 1;
+    }
+    rq.commit();
+    let src = f.buffer(1 << 16);
+    let mut q: Queues<P> = Queues::default();
+    q.sqs.insert(a.qpn.0, f.send_queue(a));
+    q.strided.insert(b.qpn.0, rq);
+    let mut sent = Vec::new();
+    for round in 0..10u64 {
+        let mut batch = q.sq(a.qpn).start();
+        for k in 0..6u64 {
+            let id = round * 6 + k;
+            let len = 60 + ((id * 233) % 1301) as usize;
+            let fr = frame(mac, len, id);
+            let off = 2048 * (id as usize % 32);
+            src.write(off, &fr);
+            batch
+                .send(id)
+                .expect("send")
+                .signaled_if(k == 5)
+                .frame(src.key, src.addr(off), &fr)
+                .expect("frame");
+            sent.push(fr);
+        }
+        batch.complete();
+        let want = sent.len();
+        f.run_until(&mut [&mut cq_a, &mut cq_b], &mut q, |q| {
+            q.received().len() >= want && q.sqs.values().all(|s| s.outstanding() == 0)
+        });
+        // This round's packets, before their strides are reused.
+        let srq = q.strided.get(&b.qpn.0).expect("strided");
+        for (p, fr) in q.received().iter().zip(&sent).skip(want - 6) {
+            assert_eq!(p.status, WcStatus::Success, "{p:?}");
+            assert_eq!(p.len as usize, fr.len(), "{p:?}");
+            let stride = p.stride_index.expect("stride index");
+            assert_eq!(
+                p.strides,
+                Some(fr.len().div_ceil(srq.stride_bytes()) as u16),
+                "{p:?}"
+            );
+            assert_eq!(&srq.packet(p.wqe_id, stride, fr.len()), fr, "{p:?}");
+        }
+        // Keep four WQEs posted.
+        let srq = q.strided.get_mut(&b.qpn.0).expect("strided");
+        while srq.outstanding() < 4 {
+            srq.post(0x100 + next).expect("post");
+            next += 1;
+        }
+        srq.commit();
+    }
+    assert_eq!(q.received().len(), sent.len());
+    f.be.to_error(b.qpn).expect("to error");
+    assert_eq!(f.be.qp_state(b.qpn), Some(QpState::Err));
+    no_core_mistakes(&mut f);
 }
