@@ -18,9 +18,9 @@
 //! WQE, moves every byte and writes every CQE. On the emulated device the
 //! figures measure this software pair on this machine, never a ConnectX.
 //! Every test runs through [`crate::backend::Backend`], so the same code
-//! drives both; what needs the emulator (`raw-rx`: frames looped back on
-//! one port, a QP that both sends and receives into a striding RQ) is
-//! refused on a verbs device. UD runs take their address vector from
+//! drives both; what needs the emulator (`raw-rx`: the frames it sends
+//! looped back into its receive queue on the same port) is refused on a
+//! verbs device. UD runs take their address vector from
 //! [`crate::backend::Backend::create_ah`] on either.
 //!
 //! Errors: bad arguments and an unavailable device exit with status 2
@@ -453,7 +453,7 @@ impl Opts {
         let emu = a.device == "emu";
         if !emu && t == Test::RawRx {
             return Err(PerfError::usage(format!(
-                "device {}: raw-rx needs frames looped back on one port into a QP that also sends (emulator only so far); use --device emu",
+                "device {}: raw-rx needs the frames it sends looped back on the same port (the emulated fabric; a ConnectX's raw-QP self-loopback is not set up here); use --device emu",
                 a.device
             )));
         }
