@@ -5,7 +5,7 @@
 //! Q_Key, and the device checks it routes to its port before it delivers.
 //!
 //! The shared scenarios (`mlx5dp_tests::scenarios::ud`) run here in step
-//! mode and with the device on its own thread, on the default InfiniBand
+//! mode and with the device on its own thread, on an InfiniBand
 //! port and on a RoCE v2 port, and on a ConnectX in `hw_scenarios.rs`.
 //! The checks below are emulator only: address vectors that do not
 //! address the port (another LID, GID or MAC) are dropped by it, which on
@@ -15,27 +15,32 @@ use mlx5dp_setup::backend::{AhAttr, Backend, EmuBackend};
 use mlx5dp_setup::emu::{AvMismatch, DeviceConfig, DropReason, EmuEvent, PortConfig};
 use mlx5dp_tests::scenarios::ud::{self, Rig, QKEY_B};
 
-fn step() -> EmuBackend {
-    EmuBackend::step_mode(DeviceConfig::default())
-}
-
-fn threaded() -> EmuBackend {
-    EmuBackend::threaded(DeviceConfig::default()).expect("device thread")
-}
-
-fn roce_v2() -> DeviceConfig {
+fn infiniband() -> DeviceConfig {
     DeviceConfig {
-        port: PortConfig::ROCE_V2,
+        port: PortConfig::INFINIBAND,
         ..DeviceConfig::default()
     }
 }
 
-fn roce_step() -> EmuBackend {
-    EmuBackend::step_mode(roce_v2())
+/// The InfiniBand port, step mode.
+fn step() -> EmuBackend {
+    EmuBackend::step_mode(infiniband())
 }
 
+/// The InfiniBand port, device thread.
+fn threaded() -> EmuBackend {
+    EmuBackend::threaded(infiniband()).expect("device thread")
+}
+
+/// The default port (RoCE v2), step mode.
+fn roce_step() -> EmuBackend {
+    assert_eq!(DeviceConfig::default().port, PortConfig::ROCE_V2);
+    EmuBackend::step_mode(DeviceConfig::default())
+}
+
+/// The default port (RoCE v2), device thread.
 fn roce_threaded() -> EmuBackend {
-    EmuBackend::threaded(roce_v2()).expect("device thread")
+    EmuBackend::threaded(DeviceConfig::default()).expect("device thread")
 }
 
 #[test]

@@ -249,8 +249,12 @@ impl PortConfig {
 }
 
 impl Default for PortConfig {
+    /// [`PortConfig::ROCE_V2`]: the emulated device's capabilities are a
+    /// ConnectX-6 Dx's, an Ethernet-only part, and its raw Ethernet QPs
+    /// need an Ethernet port; [`PortConfig::INFINIBAND`] is there for UD
+    /// over InfiniBand (routing by LID, an optional GRH).
     fn default() -> Self {
-        Self::INFINIBAND
+        Self::ROCE_V2
     }
 }
 

@@ -19,8 +19,9 @@
 //! What stays emulator only, in `tests/tests/e2e_ud.rs` and the device's
 //! unit tests: address vectors that do not address the port (another LID,
 //! GID or MAC: on hardware those leave the port, and where they go
-//! depends on the fabric), and a RoCE v2 port on a build whose default
-//! port is InfiniBand.
+//! depends on the fabric), and a second link layer (the emulated port is
+//! RoCE v2 by default; `e2e_ud.rs` runs the scenarios on an InfiniBand
+//! one too).
 //!
 //! [`Backend::create_ah`]: mlx5dp_setup::backend::Backend::create_ah
 //! [`Backend::emulated`]: mlx5dp_setup::backend::Backend::emulated

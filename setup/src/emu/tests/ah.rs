@@ -115,9 +115,16 @@ fn roce_v2() -> DeviceConfig {
     }
 }
 
+fn infiniband() -> DeviceConfig {
+    DeviceConfig {
+        port: PortConfig::INFINIBAND,
+        ..DeviceConfig::default()
+    }
+}
+
 #[test]
 fn create_ah_writes_what_mlx5_create_ah_writes_on_infiniband() {
-    let mut u = Ud::new(DeviceConfig::default());
+    let mut u = Ud::new(infiniband());
     let port = u.dev.config().port;
     let av = u.ah(AhAttr {
         sl: 0x1b,
@@ -179,7 +186,7 @@ fn create_ah_writes_what_mlx5_create_ah_writes_on_roce_v2() {
 
 #[test]
 fn a_create_ah_address_vector_delivers_on_infiniband() {
-    let mut u = Ud::new(DeviceConfig::default());
+    let mut u = Ud::new(infiniband());
     let av = u.ah(AhAttr::default());
     let (a, b) = (u.a, u.b);
     let cqes = u.send(&av, b, 0x2222, b"local");
@@ -253,7 +260,7 @@ fn a_create_ah_address_vector_delivers_on_roce_v2() {
 
 #[test]
 fn a_wrong_lid_or_gid_is_dropped_on_infiniband() {
-    let mut u = Ud::new(DeviceConfig::default());
+    let mut u = Ud::new(infiniband());
     let mut av = u.ah(AhAttr::default());
     av.rlid.set(av.rlid.get() + 1);
     u.assert_dropped(&av, AvMismatch::Lid);
@@ -296,7 +303,7 @@ fn a_wrong_mac_or_gid_is_dropped_on_roce() {
 
 #[test]
 fn the_work_request_not_the_handle_chooses_the_qp() {
-    let mut u = Ud::new(DeviceConfig::default());
+    let mut u = Ud::new(infiniband());
     let av = u.ah(AhAttr::default());
     let (a, b, c) = (u.a, u.b, u.c);
     // One handle, two destinations: each WQE's remote QPN and Q_Key.
