@@ -492,24 +492,28 @@ enum Engine {
 pub struct EmuBackend {
     engine: Engine,
     caps: Caps,
+    /// The device's port (for [`Backend::device_info`]).
+    port: crate::emu::PortConfig,
 }
 
 impl EmuBackend {
     /// A device in deterministic step mode.
     pub fn step_mode(cfg: DeviceConfig) -> Self {
-        let caps = cfg.caps.clone();
+        let (caps, port) = (cfg.caps.clone(), cfg.port);
         Self {
             engine: Engine::Step(Box::new(Device::new(cfg))),
             caps,
+            port,
         }
     }
 
     /// A device on its own thread.
     pub fn threaded(cfg: DeviceConfig) -> std::io::Result<Self> {
-        let caps = cfg.caps.clone();
+        let (caps, port) = (cfg.caps.clone(), cfg.port);
         Ok(Self {
             engine: Engine::Thread(DeviceThread::spawn(Device::new(cfg))?),
             caps,
+            port,
         })
     }
 
@@ -677,7 +681,7 @@ impl Backend for EmuBackend {
             name: "emu".to_string(),
             fw_ver: "none (software model)".to_string(),
             model: "mlx5dp emulated ConnectX (software model, not hardware)".to_string(),
-            caps: crate::info::emu_caps(&self.caps)
+            caps: crate::info::emu_caps(&self.caps, &self.port)
                 .into_iter()
                 .map(|(k, v)| {
                     let v = match v {

@@ -3,7 +3,7 @@
 //! capabilities as a table or JSON.
 #![forbid(unsafe_code)]
 
-use crate::emu::Caps;
+use crate::emu::{Caps, LinkLayer, PortConfig};
 use crate::perf::PerfError;
 use clap::Args;
 use serde_json::{json, Map, Value};
@@ -35,7 +35,7 @@ pub fn devices() -> Vec<(String, &'static str)> {
 }
 
 /// The emulated device's capabilities, in order.
-pub fn emu_caps(c: &Caps) -> Vec<(&'static str, Value)> {
+pub fn emu_caps(c: &Caps, port: &PortConfig) -> Vec<(&'static str, Value)> {
     let f = &c.flags;
     let formats: Vec<&str> = c.cqe_comp.formats.iter().map(|m| m.name()).collect();
     let s = &c.striding_rq;
@@ -78,7 +78,35 @@ pub fn emu_caps(c: &Caps) -> Vec<(&'static str, Value)> {
         ("eth_min_inline", json!(c.eth_min_inline)),
         ("max_tso_header", json!(c.max_tso_header)),
         ("bf_reg_size", json!(c.bf_reg_size)),
+        ("port", json!(port_line(port))),
     ]
+}
+
+/// The emulated port in one line: number, link layer, the address a UD
+/// address vector must carry to reach it (LID or MAC), GID index and GID.
+pub fn port_line(p: &PortConfig) -> String {
+    let gid = std::net::Ipv6Addr::from(p.gid);
+    match p.link_layer {
+        LinkLayer::InfiniBand => format!(
+            "{} (InfiniBand, lid {:#x}, gid index {}, gid {gid})",
+            p.port_num, p.lid, p.gid_index
+        ),
+        LinkLayer::Ethernet { roce_v2 } => {
+            let m = p.mac;
+            format!(
+                "{} ({}, mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}, gid index {}, gid {gid})",
+                p.port_num,
+                if roce_v2 { "RoCE v2" } else { "RoCE v1" },
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5],
+                p.gid_index
+            )
+        }
+    }
 }
 
 #[cfg(feature = "verbs")]
@@ -140,7 +168,7 @@ fn verbs_caps(name: &str) -> Result<Vec<(&'static str, Value)>, PerfError> {
 /// Runs `mlx5dp info` and returns what to print.
 pub fn run(a: &InfoArgs) -> Result<String, PerfError> {
     let caps = if a.device == "emu" {
-        emu_caps(&Caps::default())
+        emu_caps(&Caps::default(), &PortConfig::default())
     } else {
         #[cfg(feature = "verbs")]
         {
@@ -194,4 +222,26 @@ pub fn run(a: &InfoArgs) -> Result<String, PerfError> {
     }
     let _ = writeln!(o, "   {:<30} {unzip} (this CPU)", "cqe_unzip_path");
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_line_names_what_an_address_vector_must_carry() {
+        assert_eq!(
+            port_line(&PortConfig::INFINIBAND),
+            "1 (InfiniBand, lid 0x1, gid index 0, gid fe80::200:5eff:fe00:1)"
+        );
+        assert_eq!(
+            port_line(&PortConfig::ROCE_V2),
+            "1 (RoCE v2, mac 02:00:5e:00:00:01, gid index 3, gid ::ffff:10.0.0.1)"
+        );
+        let v1 = PortConfig {
+            link_layer: LinkLayer::Ethernet { roce_v2: false },
+            ..PortConfig::ROCE_V2
+        };
+        assert!(port_line(&v1).starts_with("1 (RoCE v1, mac 02:00:5e:00:00:01,"));
+    }
 }

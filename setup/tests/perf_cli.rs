@@ -216,6 +216,10 @@ fn info_json() {
     assert_eq!(j["devices"][0]["name"], "emu");
     assert_eq!(j["caps"]["enhanced_mpw"], true);
     assert!(j["caps"]["max_inline"].as_u64().expect("max_inline") > 0);
+    assert_eq!(
+        j["caps"]["port"],
+        "1 (RoCE v2, mac 02:00:5e:00:00:01, gid index 3, gid ::ffff:10.0.0.1)"
+    );
     let o = run(&["info"]);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("enhanced_mpw"));
