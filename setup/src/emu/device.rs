@@ -2072,6 +2072,19 @@ impl Device {
         if total > 1 << 31 {
             return Err((Syndrome::LocalLength, VendorSyndrome::Length));
         }
+        // Every key and range first, in list order (the fault a copy would
+        // meet first), so that the buffer below is never larger than what
+        // registered memory backs: a garbage byte count under a bad key
+        // faults without a gigabyte allocated (found by `emu_send`).
+        for s in sges {
+            if let Sge::Ptr { addr, lkey, len } = s {
+                if *len > 0 {
+                    self.mrs
+                        .check(pd, *lkey, *addr, u64::from(*len), Access::NONE)
+                        .map_err(|f| (Syndrome::LocalProt, vendor_of(f)))?;
+                }
+            }
+        }
         let mut out = Vec::with_capacity(total as usize);
         for s in sges {
             match s {
@@ -2900,27 +2913,44 @@ fn read_ring(ring: &DmaBlock, size: RingSize, counter: u32, bbs: u32) -> Vec<u8>
     out
 }
 
+impl Device {
+    /// The SQ ring, the QP doorbell record and the UAR page of `qpn`, for
+    /// tools that play the core with bytes no core would write (the
+    /// `emu_send` fuzz target) without raw pointers; `None` if there is no
+    /// such QP or it has no send queue.
+    pub fn sq_blocks(&self, qpn: Qpn) -> Option<(Arc<DmaBlock>, Arc<DmaBlock>, Arc<DmaBlock>)> {
+        let qp = self.qps.get(&qpn)?;
+        let sq = qp.sq.as_ref()?;
+        Some((
+            Arc::clone(&sq.ring),
+            Arc::clone(&qp.dbrec),
+            Arc::clone(&sq.uar),
+        ))
+    }
+
+    /// The RQ ring and the QP doorbell record of `qpn` (see
+    /// [`Device::sq_blocks`]); `None` if there is no such QP or it has no
+    /// receive queue of its own.
+    pub fn rq_blocks(&self, qpn: Qpn) -> Option<(Arc<DmaBlock>, Arc<DmaBlock>)> {
+        let qp = self.qps.get(&qpn)?;
+        match &qp.rq {
+            RqAttach::Own(rq) => Some((Arc::clone(&rq.ring), Arc::clone(&qp.dbrec))),
+            _ => None,
+        }
+    }
+}
+
 /// The device's blocks, for tests that play the core without raw pointers.
 #[cfg(test)]
 impl Device {
     /// SQ ring, QP doorbell record, UAR page.
     pub(crate) fn test_sq(&self, qpn: Qpn) -> (Arc<DmaBlock>, Arc<DmaBlock>, Arc<DmaBlock>) {
-        let qp = &self.qps[&qpn];
-        let sq = qp.sq.as_ref().expect("QP has an SQ");
-        (
-            Arc::clone(&sq.ring),
-            Arc::clone(&qp.dbrec),
-            Arc::clone(&sq.uar),
-        )
+        self.sq_blocks(qpn).expect("QP has an SQ")
     }
 
     /// RQ ring and QP doorbell record.
     pub(crate) fn test_rq(&self, qpn: Qpn) -> (Arc<DmaBlock>, Arc<DmaBlock>) {
-        let qp = &self.qps[&qpn];
-        match &qp.rq {
-            RqAttach::Own(rq) => (Arc::clone(&rq.ring), Arc::clone(&qp.dbrec)),
-            _ => panic!("QP has no RQ of its own"),
-        }
+        self.rq_blocks(qpn).expect("QP has no RQ of its own")
     }
 
     /// SRQ ring and doorbell record.

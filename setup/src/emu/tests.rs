@@ -1495,6 +1495,38 @@ fn striding_rq_places_frames_in_strides_with_filler_cqes() {
 // Faults
 // --------------------------------------------------------------------------
 
+/// A send whose data segment claims 2 GiB under a key that names nothing
+/// (what a core writing garbage would post) is a local protection error
+/// like any bad key, found before anything is gathered: a bad byte count
+/// makes the device allocate nothing (the `emu_send` fuzz target once
+/// drove it to 2 GB of zeroed gather buffer here before the key check).
+#[test]
+fn a_huge_segment_under_a_bad_key_faults_before_any_gather() {
+    let mut p = pair(QpType::Rc, Access::ALL);
+    let mut sq = TSq::new(&p.dev, p.a);
+    let bad = sq.post(
+        SendOpcode::Send,
+        0,
+        SIG,
+        0,
+        &[
+            data_seg(p.buf.addr(), p.key, 8),
+            data_seg(0x0d00_0108_0300_0000, 0x8000_0000, 0x7979_7979),
+        ],
+    );
+    p.dev.process_sq(p.a).unwrap();
+    let c = TCq::new(&p.dev, p.a_cq).drain();
+    assert_eq!(
+        err_of(&c[0]),
+        (
+            CqeOpcode::ReqErr,
+            Syndrome::LocalProt,
+            VendorSyndrome::BadKey as u8,
+            bad
+        )
+    );
+}
+
 #[test]
 fn bad_lkey_is_a_local_protection_error_and_flushes_the_rest() {
     let mut p = pair(QpType::Rc, Access::ALL);
