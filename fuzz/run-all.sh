@@ -26,7 +26,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-targets=(hexdump decode_cqe decode_wqe decode_mini decode_cq cq_poll zip_session encode_wqe emu_send)
+targets=(hexdump decode_cqe decode_wqe decode_mini decode_cq cq_poll zip_session encode_wqe emu_send emu_recv)
 
 cargo +nightly fuzz build
 for t in "${targets[@]}"; do

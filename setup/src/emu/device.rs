@@ -2928,6 +2928,13 @@ impl Device {
         ))
     }
 
+    /// The ring and doorbell record of SRQ `srqn` (see
+    /// [`Device::sq_blocks`]); `None` if there is no such SRQ.
+    pub fn srq_ring_blocks(&self, srqn: Srqn) -> Option<(Arc<DmaBlock>, Arc<DmaBlock>)> {
+        let s = self.srqs.get(&srqn)?;
+        Some((Arc::clone(&s.ring), Arc::clone(&s.dbrec)))
+    }
+
     /// The RQ ring and the QP doorbell record of `qpn` (see
     /// [`Device::sq_blocks`]); `None` if there is no such QP or it has no
     /// receive queue of its own.
@@ -2955,8 +2962,7 @@ impl Device {
 
     /// SRQ ring and doorbell record.
     pub(crate) fn test_srq(&self, srqn: Srqn) -> (Arc<DmaBlock>, Arc<DmaBlock>) {
-        let s = &self.srqs[&srqn];
-        (Arc::clone(&s.ring), Arc::clone(&s.dbrec))
+        self.srq_ring_blocks(srqn).expect("no such SRQ")
     }
 
     /// CQ ring, doorbell record, UAR page.
