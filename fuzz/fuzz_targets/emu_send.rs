@@ -17,19 +17,15 @@
 //! address, a deterministic mapping that lets inputs reach real memory.
 #![no_main]
 
+mod emu_rig;
+
+use emu_rig::{relocate, rig};
 use libfuzzer_sys::fuzz_target;
-use mlx5dp_setup::emu::device::FlowRule;
 use mlx5dp_setup::emu::wqe::{parse, peek_ctrl, ParseCtx};
-use mlx5dp_setup::emu::{
-    Access, CqInit, CqeSize, Device, DeviceConfig, QpAttr, QpInit, QpState, QpType, Qpn, RqInit,
-};
+use mlx5dp_setup::emu::QpType;
 
 const TYPES: [QpType; 4] = [QpType::Rc, QpType::Uc, QpType::Ud, QpType::RawPacket];
 const MAX_WQEBBS: usize = 16;
-/// Bytes of the registered buffer (every right).
-const BUF: usize = 0x2000;
-/// Q_Key of both UD QPs.
-const QKEY: u32 = 0x1234;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, body)) = data.split_first() else {
@@ -49,115 +45,29 @@ fuzz_target!(|data: &[u8]| {
         max_tso_header: 192,
     };
     let _ = parse(&wqe, &ctx);
-
-    let mut dev = Device::new(DeviceConfig::default());
-    let pd = dev.alloc_pd();
-    let cq = |dev: &mut Device| {
-        dev.create_cq(CqInit {
-            cqe_cnt: 64,
-            cqe_size: CqeSize::B64,
-            compression: None,
-            ignore_overrun: false,
-        })
-        .expect("cq")
-    };
-    let (acq, bcq) = (cq(&mut dev), cq(&mut dev));
-    let qp = |dev: &mut Device, c| {
-        dev.create_qp(QpInit {
-            qp_type: t,
-            pd,
-            send_cq: Some(c),
-            recv_cq: Some(c),
-            sq_wqebbs: 64,
-            max_send_sge: 4,
-            max_inline: 256,
-            rq: RqInit::Cyclic {
-                wqe_cnt: 16,
-                max_sge: 2,
-            },
-            xrcd: None,
-            vlan_strip: false,
-        })
-        .expect("qp")
-    };
-    let (a, b) = (qp(&mut dev, acq), qp(&mut dev, bcq));
-    bring_up(&mut dev, t, a, b);
-    let buf = dev.alloc_buffer(BUF).expect("buffer");
-    let key = dev.reg_mr(pd, &buf, Access::ALL).expect("reg_mr");
-
-    // Two receives on B, the second slot's data segment terminated.
-    let (rring, rdbrec) = dev.rq_blocks(b).expect("rq");
-    let stride = dev.rq_parts(b).expect("rq parts").stride as usize;
-    for slot in 0..2usize {
-        let mut seg = [0u8; 16];
-        seg[..4].copy_from_slice(&0x800u32.to_be_bytes());
-        seg[4..8].copy_from_slice(&key.to_be_bytes());
-        seg[8..].copy_from_slice(&(buf.addr() + 0x1000 + 0x800 * slot as u64).to_be_bytes());
-        rring.write(slot * stride, &seg).expect("recv");
-    }
-    rdbrec.write(0, &2u32.to_be_bytes()).expect("rq dbrec");
-
-    // The WQE, whole WQEBBs, in A's ring from slot 0.
     if wqe.len() < 16 {
         return;
     }
-    if sel & 0x80 != 0 {
-        wqe[1..3].copy_from_slice(&[0, 0]);
-        wqe[4..7].copy_from_slice(&a.0.to_be_bytes()[1..]);
-    }
-    let mut off = 16;
-    while off + 8 <= wqe.len() {
-        let w = u64::from_be_bytes(wqe[off..off + 8].try_into().expect("8 bytes"));
-        if w != 0 && w < BUF as u64 {
-            let at = buf.addr() + w;
-            wqe[off..off + 8].copy_from_slice(&at.to_be_bytes());
-        }
-        off += 8;
-    }
-    let wqebbs = wqe.len().div_ceil(64);
-    wqe.resize(wqebbs * 64, 0);
-    let (ring, dbrec, uar) = dev.sq_blocks(a).expect("sq");
-    ring.write(0, &wqe).expect("wqe");
-    dbrec
-        .write(4, &(wqebbs as u32).to_be_bytes())
-        .expect("sq dbrec");
-    // The register write: a BlueFlame copy of up to 256 bytes when the
-    // input's length is odd, else the 8-byte doorbell.
-    let reg = if body.len() % 2 == 1 {
-        &wqe[..wqe.len().min(256)]
-    } else {
-        &wqe[..8]
-    };
-    uar.write(0x800, reg).expect("doorbell");
-    for _ in 0..8 {
-        dev.step();
-    }
-});
 
-/// Connects A and B (RC, UC), or brings both up alone (UD with one Q_Key;
-/// raw Ethernet with a catch-all rule to B).
-fn bring_up(dev: &mut Device, t: QpType, a: Qpn, b: Qpn) {
-    let attr = |dest| QpAttr {
-        access: Access::ALL,
-        qkey: QKEY,
-        dest_qpn: dest,
-        retry_cnt: 1,
-        rnr_retry: 1,
-    };
-    let connected = matches!(t, QpType::Rc | QpType::Uc);
-    for (x, y) in [(a, b), (b, a)] {
-        let at = attr(connected.then_some(y));
-        for s in [QpState::Init, QpState::Rtr, QpState::Rts] {
-            dev.modify_qp(x, s, &at).expect("modify_qp");
-        }
+    let mut r = rig(t, |_, _| None);
+    // Two receives on B, 2 KiB each in the buffer's second half.
+    let (rring, rdbrec) = r.dev.rq_blocks(r.b).expect("rq");
+    let stride = r.dev.rq_parts(r.b).expect("rq parts").stride as usize;
+    for slot in 0..2u64 {
+        let mut seg = [0u8; 16];
+        seg[..4].copy_from_slice(&0x800u32.to_be_bytes());
+        seg[4..8].copy_from_slice(&r.key.to_be_bytes());
+        seg[8..].copy_from_slice(&(r.buf.addr() + 0x1000 + 0x800 * slot).to_be_bytes());
+        rring.write(slot as usize * stride, &seg).expect("recv");
     }
-    if t == QpType::RawPacket {
-        dev.add_flow(FlowRule {
-            qpn: b,
-            dmac: None,
-            ethertype: None,
-            flow_tag: 1,
-        })
-        .expect("flow");
+    rdbrec.write(0, &2u32.to_be_bytes()).expect("rq dbrec");
+
+    if sel & 0x80 != 0 {
+        // WQE index 0, A's QPN.
+        wqe[1..3].copy_from_slice(&[0, 0]);
+        wqe[4..7].copy_from_slice(&r.a.0.to_be_bytes()[1..]);
     }
-}
+    relocate(&mut wqe[16..], 0, 8, r.buf.addr());
+    wqe.resize(wqe.len().div_ceil(64) * 64, 0);
+    r.ring_and_run(&wqe, body.len() % 2 == 1);
+});

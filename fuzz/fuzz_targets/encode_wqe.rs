@@ -16,9 +16,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use mlx5dp::prm::SendOpcode;
 use mlx5dp::sq::QpType;
 use mlx5dp_setup::decode::wqe::{decode_wqe, QpType as DecodeQp};
-use mlx5dp::prm::SendOpcode;
 use mlx5dp_setup::encode::input::{parse_input, OpKind};
 use mlx5dp_setup::encode::{encode, EncodeConfig, Event};
 

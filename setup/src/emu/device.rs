@@ -2001,7 +2001,7 @@ impl Device {
                     Err(f) => return Outcome::Fail(f),
                 };
                 let len: u64 = sges.iter().map(Sge::len).sum();
-                if let Err(f) = self.local_scatter_check(pd, sges) {
+                if let Err(f) = self.local_check(pd, sges, Access::LOCAL_WRITE) {
                     return Outcome::Fail(f);
                 }
                 if let Err(f) = self.remote_check(dest, Access::REMOTE_READ, *rkey, *raddr, len, 1)
@@ -2076,15 +2076,7 @@ impl Device {
         // meet first), so that the buffer below is never larger than what
         // registered memory backs: a garbage byte count under a bad key
         // faults without a gigabyte allocated (found by `emu_send`).
-        for s in sges {
-            if let Sge::Ptr { addr, lkey, len } = s {
-                if *len > 0 {
-                    self.mrs
-                        .check(pd, *lkey, *addr, u64::from(*len), Access::NONE)
-                        .map_err(|f| (Syndrome::LocalProt, vendor_of(f)))?;
-                }
-            }
-        }
+        self.local_check(pd, sges, Access::NONE)?;
         let mut out = Vec::with_capacity(total as usize);
         for s in sges {
             match s {
@@ -2102,13 +2094,15 @@ impl Device {
         Ok(out)
     }
 
-    /// Checks a requester-side scatter list (RDMA read results).
-    fn local_scatter_check(&self, pd: Pdn, sges: &[Sge]) -> Result<(), ReqFault> {
+    /// Checks the keys and ranges of a local list for `need` in list order:
+    /// a gather (no right needed to read local memory) or a requester-side
+    /// scatter (RDMA read results: local write).
+    fn local_check(&self, pd: Pdn, sges: &[Sge], need: Access) -> Result<(), ReqFault> {
         for s in sges {
             if let Sge::Ptr { addr, lkey, len } = s {
                 if *len > 0 {
                     self.mrs
-                        .check(pd, *lkey, *addr, u64::from(*len), Access::LOCAL_WRITE)
+                        .check(pd, *lkey, *addr, u64::from(*len), need)
                         .map_err(|f| (Syndrome::LocalProt, vendor_of(f)))?;
                 }
             }
