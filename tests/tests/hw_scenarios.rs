@@ -17,11 +17,11 @@
 //! --device emu"); the one test that runs everywhere checks exactly that.
 //!
 //! What stays emulator only (fault injection, forced or enhanced CQE
-//! compression, step mode, striding RQs on QPs that also send, UD address vectors
-//! that do not address the port, masked atomics, invalidatable region keys, zero-based
-//! memory windows, window binds over a region without `MW_BIND`, type-2
-//! unbinds by a zero-length bind) is listed in `mlx5dp_tests::scenarios`
-//! and marked in the `e2e_*.rs` files.
+//! compression, step mode, striding RQs on QPs that also send, UD address
+//! vectors that do not address the port, masked atomics, invalidatable
+//! region keys, zero-based memory windows, window binds over a region
+//! without `MW_BIND`, type-2 unbinds by a zero-length bind) is listed in
+//! `mlx5dp_tests::scenarios` and marked in the `e2e_*.rs` files.
 
 use mlx5dp::sq::{BlueFlameInline, BlueFlamePreferred, DoorbellOnly};
 use mlx5dp_setup::verbs::{self, Context, VerbsBackend, VerbsError};
