@@ -11,9 +11,9 @@
 //! vendor syndromes (its own, `emu::VendorSyndrome`) and its reports of
 //! the core's mistakes are checked on the emulator only. Scenarios that
 //! need the emulator's powers (fault injection, forced CQE compression,
-//! step mode, a striding RQ on a QP that also sends, address vectors without a
-//! route, invalidatable region keys, the window state behind
-//! `Device::mw_state`) stay in the `e2e_*.rs` files, each marked
+//! step mode, a striding RQ on a QP that also sends, address vectors that
+//! do not address the port, invalidatable region keys, the window state
+//! behind `Device::mw_state`) stay in the `e2e_*.rs` files, each marked
 //! "emulator only" with the reason; so do the memory-window rules whose
 //! outcome on a ConnectX is not established (zero-based windows, a bind
 //! over a region without `MW_BIND`, a type-2 unbind by a zero-length
