@@ -164,6 +164,26 @@ pub struct SopDropQpn {
 /// Mask of the flow tag in `sop_drop_qpn` (rdma-core `MLX5_FLOW_TAG_MASK`).
 pub const FLOW_TAG_MASK: u32 = 0x00ff_ffff;
 
+/// [`Cqe64::rss_hash_type`]: which fields an RSS QP's hash covered (Linux
+/// `include/linux/mlx5/device.h`, `CQE_RSS_HTYPE_IP` and `CQE_RSS_HTYPE_L4`
+/// with their field values).
+pub mod rss_hash {
+    /// Bits 3:2, the L3 header hashed (`CQE_RSS_HTYPE_IP`; 00 none).
+    pub const IP_MASK: u8 = 0x3 << 2;
+    /// IPv4 addresses hashed (`CQE_RSS_IPV4` in bits 3:2).
+    pub const IPV4: u8 = 0x1 << 2;
+    /// IPv6 addresses hashed (`CQE_RSS_IPV6` in bits 3:2).
+    pub const IPV6: u8 = 0x2 << 2;
+    /// Bits 7:6, the L4 header hashed (`CQE_RSS_HTYPE_L4`; 00 none).
+    pub const L4_MASK: u8 = 0x3 << 6;
+    /// TCP ports hashed (`CQE_RSS_L4_TCP` in bits 7:6).
+    pub const TCP: u8 = 0x1 << 6;
+    /// UDP ports hashed (`CQE_RSS_L4_UDP` in bits 7:6).
+    pub const UDP: u8 = 0x2 << 6;
+    /// The IPsec SPI hashed (`CQE_RSS_L4_IPSEC` in bits 7:6).
+    pub const IPSEC_SPI: u8 = 0x3 << 6;
+}
+
 /// `byte_cnt` of a striding-RQ CQE (DPDK `MLX5_MPRQ_*`).
 #[bitfield(u32)]
 #[derive(PartialEq, Eq)]

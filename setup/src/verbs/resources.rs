@@ -1093,7 +1093,8 @@ pub const RSS_KEY: [u8; 40] = crate::emu::eth::TOEPLITZ_KEY;
 ///
 /// The CQE's `rss_hash_type` for an IPv4/UDP frame is then `0x84`:
 /// bits 3:2 = 01 (IPv4) and bits 7:6 = 10 (UDP) (Linux
-/// include/linux/mlx5/device.h, `CQE_RSS_HTYPE_IP`, `CQE_RSS_HTYPE_L4`).
+/// include/linux/mlx5/device.h, `CQE_RSS_HTYPE_IP`, `CQE_RSS_HTYPE_L4`:
+/// [`mlx5dp::prm::rss_hash`]).
 /// The emulator leaves `rss_hash_type` 0.
 pub fn rss_hash_fields() -> u64 {
     use rdma_sys::ibv_rx_hash_fields as F;
@@ -1108,7 +1109,7 @@ pub fn rss_hash_fields() -> u64 {
 
 /// The CQE `rss_hash_type` an IPv4/UDP frame gets from [`rss_hash_fields`]
 /// (see there).
-pub const RSS_HASH_TYPE_IPV4_UDP: u8 = (0b01 << 2) | (0b10 << 6);
+pub const RSS_HASH_TYPE_IPV4_UDP: u8 = mlx5dp::prm::rss_hash::IPV4 | mlx5dp::prm::rss_hash::UDP;
 
 /// The `ibv_rx_hash_conf` of an RSS QP: Toeplitz over [`rss_hash_fields`]
 /// with `key` (pure; tested). `key` must outlive the `ibv_create_qp_ex`
