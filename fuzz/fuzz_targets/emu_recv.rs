@@ -19,7 +19,12 @@ mod emu_rig;
 
 use emu_rig::{relocate, rig, QKEY};
 use libfuzzer_sys::fuzz_target;
+use mlx5dp::prm::{
+    Be16, Be32, Be64, CtrlSeg, DataSeg, EthSeg, FmCeSe, OpmodIdxOpcode, QpnDs, SendOpcode,
+    ETH_L2_INLINE_HEADER_SIZE, WQE_CTRL_CQ_UPDATE,
+};
 use mlx5dp_setup::emu::{QpType, RqInit, SrqInit};
+use zerocopy::IntoBytes;
 
 const TYPES: [QpType; 4] = [QpType::Rc, QpType::Ud, QpType::RawPacket, QpType::Rc];
 /// Receive WQEs (32 bytes each: two scatter entries, or an SRQ's next
@@ -68,20 +73,18 @@ fuzz_target!(|data: &[u8]| {
     // A's one SEND of 64 bytes from the buffer (UD: to B's QPN with an
     // address handle; raw: a frame whose first 18 bytes are inline).
     let (a, key, base) = (r.a, r.key, r.buf.addr());
-    let ctrl = |ds: u8| -> [u8; 16] {
-        let mut c = [0u8; 16];
-        c[3] = 0x0a;
-        c[4..7].copy_from_slice(&a.0.to_be_bytes()[1..]);
-        c[7] = ds;
-        c[11] = 0x08;
-        c
+    let ctrl = |ds: u8| CtrlSeg {
+        opmod_idx_opcode: OpmodIdxOpcode::new().with_opcode(SendOpcode::Send.raw()),
+        qpn_ds: QpnDs::new().with_qpn(a.0).with_ds(ds),
+        signature: 0,
+        dci_stream_channel_id: Be16::new(0),
+        fm_ce_se: FmCeSe::from_bits(WQE_CTRL_CQ_UPDATE),
+        imm: Be32::new(0),
     };
-    let data_seg = |len: u32, at: u64| -> [u8; 16] {
-        let mut d = [0u8; 16];
-        d[..4].copy_from_slice(&len.to_be_bytes());
-        d[4..8].copy_from_slice(&key.to_be_bytes());
-        d[8..].copy_from_slice(&at.to_be_bytes());
-        d
+    let data_seg = |len: u32, at: u64| DataSeg {
+        byte_count: Be32::new(len),
+        lkey: Be32::new(key),
+        addr: Be64::new(at),
     };
     let mut wqe = Vec::with_capacity(128);
     match t {
@@ -89,26 +92,28 @@ fuzz_target!(|data: &[u8]| {
             let mut av = r.dev.create_ah(r.pd, &Default::default()).expect("ah");
             av.qkey.set(QKEY);
             av.dqp_dct = av.dqp_dct.with_dqp_dct(r.b.0).with_extended(true);
-            wqe.extend_from_slice(&ctrl(5));
-            wqe.extend_from_slice(zerocopy::IntoBytes::as_bytes(&av));
-            wqe.extend_from_slice(&data_seg(64, base));
+            wqe.extend_from_slice(ctrl(5).as_bytes());
+            wqe.extend_from_slice(av.as_bytes());
+            wqe.extend_from_slice(data_seg(64, base).as_bytes());
         }
         QpType::RawPacket => {
-            // Ethernet segment: 18 inline header bytes (2 in the segment,
-            // 16 after it), then the rest of the frame by pointer.
+            // The Ethernet segment inlines the first 18 bytes (2 in the
+            // segment, 16 after it); the rest of the frame by pointer.
+            const HDR: usize = ETH_L2_INLINE_HEADER_SIZE;
             let frame: Vec<u8> = (0..64u8).collect();
             r.buf.write(0, &frame).expect("frame");
-            let mut eth = [0u8; 32];
-            eth[12..14].copy_from_slice(&18u16.to_be_bytes());
-            eth[14..16].copy_from_slice(&frame[..2]);
-            eth[16..32].copy_from_slice(&frame[2..18]);
-            wqe.extend_from_slice(&ctrl(4));
-            wqe.extend_from_slice(&eth);
-            wqe.extend_from_slice(&data_seg(46, base + 18));
+            let mut eth = EthSeg::default();
+            eth.inline_hdr_sz.set(HDR as u16);
+            eth.inline_hdr_start.copy_from_slice(&frame[..2]);
+            wqe.extend_from_slice(ctrl(4).as_bytes());
+            wqe.extend_from_slice(eth.as_bytes());
+            wqe.extend_from_slice(&frame[2..HDR]);
+            let rest = (frame.len() - HDR) as u32;
+            wqe.extend_from_slice(data_seg(rest, base + HDR as u64).as_bytes());
         }
         _ => {
-            wqe.extend_from_slice(&ctrl(2));
-            wqe.extend_from_slice(&data_seg(64, base));
+            wqe.extend_from_slice(ctrl(2).as_bytes());
+            wqe.extend_from_slice(data_seg(64, base).as_bytes());
         }
     }
     wqe.resize(wqe.len().div_ceil(64) * 64, 0);

@@ -21,8 +21,10 @@ mod emu_rig;
 
 use emu_rig::{relocate, rig};
 use libfuzzer_sys::fuzz_target;
+use mlx5dp::prm::{Be32, Be64, CtrlSeg, DataSeg};
 use mlx5dp_setup::emu::wqe::{parse, peek_ctrl, ParseCtx};
 use mlx5dp_setup::emu::QpType;
+use zerocopy::{FromBytes, IntoBytes};
 
 const TYPES: [QpType; 4] = [QpType::Rc, QpType::Uc, QpType::Ud, QpType::RawPacket];
 const MAX_WQEBBS: usize = 16;
@@ -54,18 +56,23 @@ fuzz_target!(|data: &[u8]| {
     let (rring, rdbrec) = r.dev.rq_blocks(r.b).expect("rq");
     let stride = r.dev.rq_parts(r.b).expect("rq parts").stride as usize;
     for slot in 0..2u64 {
-        let mut seg = [0u8; 16];
-        seg[..4].copy_from_slice(&0x800u32.to_be_bytes());
-        seg[4..8].copy_from_slice(&r.key.to_be_bytes());
-        seg[8..].copy_from_slice(&(r.buf.addr() + 0x1000 + 0x800 * slot).to_be_bytes());
-        rring.write(slot as usize * stride, &seg).expect("recv");
+        let seg = DataSeg {
+            byte_count: Be32::new(0x800),
+            lkey: Be32::new(r.key),
+            addr: Be64::new(r.buf.addr() + 0x1000 + 0x800 * slot),
+        };
+        rring
+            .write(slot as usize * stride, seg.as_bytes())
+            .expect("recv");
     }
     rdbrec.write(0, &2u32.to_be_bytes()).expect("rq dbrec");
 
     if sel & 0x80 != 0 {
         // WQE index 0, A's QPN.
-        wqe[1..3].copy_from_slice(&[0, 0]);
-        wqe[4..7].copy_from_slice(&r.a.0.to_be_bytes()[1..]);
+        let (mut c, _) = CtrlSeg::read_from_prefix(&wqe).expect("16 bytes");
+        c.opmod_idx_opcode = c.opmod_idx_opcode.with_wqe_index(0);
+        c.qpn_ds = c.qpn_ds.with_qpn(r.a.0);
+        wqe[..CtrlSeg::SIZE].copy_from_slice(c.as_bytes());
     }
     relocate(&mut wqe[16..], 0, 8, r.buf.addr());
     wqe.resize(wqe.len().div_ceil(64) * 64, 0);
