@@ -248,17 +248,7 @@ fn striding(compression: Option<CompressionCfg>) {
             q.received().len() >= want && q.sqs.values().all(|s| s.outstanding() == 0)
         });
         // Check this round's packets before their strides are reused.
-        let srq = q.strided.get(&b.qpn.0).expect("strided");
-        for (p, fr) in q.received().iter().zip(&sent).skip(want - 6) {
-            assert_eq!(p.status, WcStatus::Success);
-            assert_eq!(p.len as usize, fr.len());
-            let stride = p.stride_index.expect("stride index");
-            assert_eq!(
-                p.strides,
-                Some(fr.len().div_ceil(srq.stride_bytes()) as u16)
-            );
-            assert_eq!(&srq.packet(p.wqe_id, stride, fr.len()), fr, "{p:?}");
-        }
+        q.assert_strided_received(b.qpn, &sent, want - 6);
         // Refill the WQEs the packets used up.
         let srq = q.strided.get_mut(&b.qpn.0).expect("strided");
         while srq.outstanding() < 8 {

@@ -220,6 +220,25 @@ impl<P: DoorbellPolicy> Queues<P> {
             .filter(|p| !is_requester(p.cqe_opcode))
             .collect()
     }
+
+    /// Asserts the receive completions from the `from`-th on against the
+    /// frames `sent[from..]`, for the striding RQ of `qpn`: success, the
+    /// frame's length and stride count, and its bytes read back through
+    /// the stride shadow (call it before those strides are reused).
+    pub fn assert_strided_received(&self, qpn: Qpn, sent: &[Vec<u8>], from: usize) {
+        let srq = self.strided.get(&qpn.0).expect("no such striding RQ");
+        for (p, fr) in self.received().iter().zip(sent).skip(from) {
+            assert_eq!(p.status, WcStatus::Success, "{p:?}");
+            assert_eq!(p.len as usize, fr.len(), "{p:?}");
+            let stride = p.stride_index.expect("stride index");
+            assert_eq!(
+                p.strides,
+                Some(fr.len().div_ceil(srq.stride_bytes()) as u16),
+                "{p:?}"
+            );
+            assert_eq!(&srq.packet(p.wqe_id, stride, fr.len()), fr, "{p:?}");
+        }
+    }
 }
 
 /// Whether a CQE opcode is a requester one.

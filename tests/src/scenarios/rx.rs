@@ -461,18 +461,7 @@ pub fn striding_rq_receive_only<B: Backend>(be: B) {
             q.received().len() >= want && q.sqs.values().all(|s| s.outstanding() == 0)
         });
         // This round's packets, before their strides are reused.
-        let srq = q.strided.get(&b.qpn.0).expect("strided");
-        for (p, fr) in q.received().iter().zip(&sent).skip(want - 6) {
-            assert_eq!(p.status, WcStatus::Success, "{p:?}");
-            assert_eq!(p.len as usize, fr.len(), "{p:?}");
-            let stride = p.stride_index.expect("stride index");
-            assert_eq!(
-                p.strides,
-                Some(fr.len().div_ceil(srq.stride_bytes()) as u16),
-                "{p:?}"
-            );
-            assert_eq!(&srq.packet(p.wqe_id, stride, fr.len()), fr, "{p:?}");
-        }
+        q.assert_strided_received(b.qpn, &sent, want - 6);
         // Keep four WQEs posted.
         let srq = q.strided.get_mut(&b.qpn.0).expect("strided");
         while srq.outstanding() < 4 {
