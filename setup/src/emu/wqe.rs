@@ -293,8 +293,6 @@ pub struct AvInfo {
     pub grh: bool,
     /// Destination MAC (RoCE; zero in a base AV).
     pub rmac: [u8; 6],
-    /// Source GID index.
-    pub sgid_index: u8,
     /// Traffic class.
     pub tclass: u8,
     /// Hop limit.
@@ -676,7 +674,6 @@ fn parse_av(cur: &mut Cursor<'_>) -> Result<AvInfo, WqeFault> {
         rlid: base.rlid.get(),
         grh: false,
         rmac: [0; 6],
-        sgid_index: 0,
         tclass: 0,
         hop_limit: 0,
         flow_label: 0,
@@ -688,7 +685,6 @@ fn parse_av(cur: &mut Cursor<'_>) -> Result<AvInfo, WqeFault> {
         let full: Av = cur.seg(Av::SIZE)?;
         info.grh = full.grh_gid_fl.grh();
         info.rmac = full.rmac;
-        info.sgid_index = full.grh_gid_fl.sgid_index();
         info.tclass = full.tclass;
         info.hop_limit = full.hop_limit;
         info.flow_label = full.grh_gid_fl.flow_label();

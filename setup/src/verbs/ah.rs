@@ -124,7 +124,6 @@ pub fn wqe_av(mut av: Av) -> Av {
 pub struct Ah {
     ptr: *mut ibv_ah,
     av: Av,
-    route: Route,
     _pd: Pd,
 }
 
@@ -163,7 +162,6 @@ impl Ah {
         let mut ah = Ah {
             ptr,
             av: Av::default(),
-            route,
             _pd: pd,
         };
         let mut dv = mlx5dv_ah {
@@ -197,10 +195,5 @@ impl Ah {
     /// The address vector, Q_Key and remote QPN zero ([`wqe_av`]).
     pub fn av(&self) -> Av {
         self.av
-    }
-
-    /// The route the handle was created for.
-    pub fn route(&self) -> Route {
-        self.route
     }
 }
