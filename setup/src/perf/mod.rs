@@ -505,14 +505,15 @@ pub fn device_error(name: &str) -> PerfError {
     )
 }
 
-/// `--emu-idle`: the emulated device thread's [`crate::emu::IdlePolicy`].
+/// `--emu-idle`: the emulated device thread's [`crate::emu::IdlePolicy`]
+/// (`THROUGHPUT`, `BUSY`, `FRUGAL`; the variants' docs are the help text).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum EmuIdle {
-    /// [`crate::emu::IdlePolicy::THROUGHPUT`].
+    /// Spins about 13 ms, then yields, then naps 50 µs.
     Throughput,
-    /// [`crate::emu::IdlePolicy::BUSY`].
+    /// Never gives the CPU away, as a PMD on a dedicated core.
     Busy,
-    /// [`crate::emu::IdlePolicy::FRUGAL`].
+    /// Yields a little, then naps at once: for a shared machine.
     Frugal,
 }
 
