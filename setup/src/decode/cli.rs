@@ -114,11 +114,14 @@ pub enum DecodeWhat {
         /// `cons_index`; the doorbell record holds its low 24 bits): the
         /// first slot polled, and with --cqe-cnt the owner parity (basic)
         /// or validity iteration count (enhanced) expected. The closing
-        /// `{"ci":N}` is the same free-running counter after polling. In the
-        /// enhanced layout, an index at a compressed CQE takes as its title
-        /// the regular CQE the consumer polled before it, found in the
-        /// ring (the nearest one whose compressed and error CQEs lead to
-        /// --ci): polling starts there, output starts at --ci.
+        /// `{"ci":N}` is the same free-running counter after polling. An
+        /// index inside a compressed session is polled from the session's
+        /// title, found in the ring, and output starts at --ci: in the
+        /// basic layout the nearest title of its pass (owner bit) whose
+        /// mini count reaches past --ci; in the enhanced layout, for an
+        /// index at a compressed CQE, the regular CQE the consumer polled
+        /// before it (the nearest one whose compressed and error CQEs lead
+        /// to --ci).
         #[arg(long)]
         ci: u32,
         /// Compression layout (`cqe_comp_layout`); also the ownership rule.

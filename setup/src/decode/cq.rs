@@ -31,9 +31,10 @@ use mlx5dp::cq::{
     zip::has_stride_index, Cq, CqConfig, CqInitError, Layout, LookupError, Origin, PollError,
     RawCounters, RecvRetired, SendRetired, StrideCompletion, WcOpcode, WorkQueues, WqRef,
 };
-use mlx5dp::prm::{CqeFormat, CqeOpcode, MiniCqeFormat, MprqByteCnt, OpOwn, WcStatus};
+use mlx5dp::prm::{Cqe64, CqeFormat, CqeOpcode, MiniCqeFormat, MprqByteCnt, OpOwn, WcStatus};
 use std::fmt;
 use std::fmt::Write as _;
+use zerocopy::FromBytes;
 
 /// The CQ's compression layout (`cqe_comp_layout`), which also decides
 /// the ownership rule.
@@ -277,7 +278,10 @@ pub fn decode_ring(bytes: &[u8], params: &RingParams) -> Result<DecodedRing, Rin
         CqeSize::B64 => mlx5dp::cq::CqeSize::B64,
         CqeSize::B128 => mlx5dp::cq::CqeSize::B128,
     };
-    let start = enhanced_title_start(bytes, params);
+    let start = match params.layout {
+        CqLayout::Basic => basic_title_start(bytes, params),
+        CqLayout::Enhanced => enhanced_title_start(bytes, params),
+    };
     let mut ring = ring_copy::RingCopy::new(bytes);
     let polled = ring.with_cq(cqe_cnt, core_size, cfg, start, |cq| {
         poll_all(cq, bytes, params, start)
@@ -375,6 +379,51 @@ fn recv() -> RawCounters {
     }
 }
 
+/// Basic layout, `--ci` inside a compressed session (a consumer that
+/// stopped between two minis: the kernel's `cqd->left`, this core's
+/// `poll_burst`; the CQ doorbell record then holds such an index): the
+/// slot at `--ci` is a mini array or a slot the session skipped, which
+/// says nothing by itself (an array's last byte is a mini's, and may look
+/// like any `op_own`). The nearest title before `params.ci` of its own pass
+/// (owner bit) whose session of `byte_cnt` minis (2 up to the ring size)
+/// covers `params.ci` is returned: the ring is polled from there and
+/// reported from `params.ci`, so the minis keep their title's fields and
+/// indices. `params.ci` itself when there is none. A title two passes old
+/// in a slot the last pass skipped is not told from a current one (its
+/// owner bit is the same).
+fn basic_title_start(bytes: &[u8], params: &RingParams) -> u32 {
+    let stride = params.cqe_size.bytes();
+    let log2 = params.cqe_cnt.trailing_zeros();
+    // Whether the CQE proper at index `t` is a title of `t`'s pass (owner
+    // bit) whose session covers `params.ci`.
+    let covering_title = |t: u32| {
+        let off = params.slot(t) as usize * stride + stride - 64;
+        let Some(cqe) = bytes
+            .get(off..off + 64)
+            .and_then(|b| Cqe64::read_from_bytes(b).ok())
+        else {
+            return false;
+        };
+        let (op_own, count) = (cqe.op_own, cqe.byte_cnt.get());
+        u32::from(op_own.owner()) == (t >> log2) & 1
+            && op_own.format() == CqeFormat::Compressed.raw()
+            && matches!(
+                CqeOpcode::from_raw(op_own.opcode()),
+                CqeOpcode::Req
+                    | CqeOpcode::RespWrImm
+                    | CqeOpcode::RespSend
+                    | CqeOpcode::RespSendImm
+                    | CqeOpcode::RespSendInv
+            )
+            && (2..=params.cqe_cnt).contains(&count)
+            && params.ci.wrapping_sub(t) < count
+    };
+    (1..params.cqe_cnt)
+        .map(|back| params.ci.wrapping_sub(back))
+        .find(|&t| covering_title(t))
+        .unwrap_or(params.ci)
+}
+
 /// Enhanced layout, `--ci` at a compressed CQE: its title is the regular
 /// CQE the consumer polled before it, still in the ring (DPDK keeps a copy
 /// in `rxq->title_cqe`, the kernel in `cqd->title`; a dump taken mid-stream
@@ -443,7 +492,7 @@ fn enhanced_title_start(bytes: &[u8], params: &RingParams) -> u32 {
 }
 
 /// The poll loop: one completion per call, as `ibv_poll_cq(cq, 1, wc)`,
-/// from `polled_from` (at most `params.ci`: see
+/// from `polled_from` (at most `params.ci`: see [`basic_title_start`] and
 /// [`enhanced_title_start`]); what comes before `params.ci` is not
 /// reported.
 fn poll_all(
@@ -1047,6 +1096,48 @@ mod tests {
         r2[..64].copy_from_slice(&ring(1, 64));
         let e = decode_ring(&r2, &params(CqLayout::Enhanced, 4)).unwrap_err();
         assert!(e.to_string().contains("no regular CQE"), "{e}");
+    }
+
+    /// Basic layout, `--ci` inside a session: polled from the session's
+    /// title, reported from `--ci`, whatever the slot at `--ci` looks like
+    /// (an array whose last mini byte reads as a valid `op_own`); a title of
+    /// the other pass, or one whose session ends before `--ci`, is no title
+    /// for it.
+    #[test]
+    fn a_basic_ci_inside_a_session_polls_from_its_title() {
+        let mut r = basic_ring();
+        // The second array's last byte (its eighth mini, absent: the session
+        // holds 9) as a RESP_SEND CQE of pass 0.
+        r[9 * 64 + 63] = CqeOpcode::RespSend.raw() << 4;
+        let all = decode_ring(&r, &params(CqLayout::Basic, 0)).unwrap();
+        assert_eq!(all.completions.len(), 11);
+        for from in 2..=10u32 {
+            let mid = decode_ring(&r, &params(CqLayout::Basic, from)).unwrap();
+            let want: Vec<_> = all.completions.iter().filter(|c| c.ci >= from).collect();
+            assert_eq!(
+                mid.completions.iter().collect::<Vec<_>>(),
+                want,
+                "--ci {from}"
+            );
+            assert_eq!(mid.ci, all.ci, "--ci {from}");
+        }
+        // At the end of the session's reach nothing changes: slot 11 is
+        // hardware's.
+        let end = decode_ring(&r, &params(CqLayout::Basic, 11)).unwrap();
+        assert!(end.completions.is_empty());
+        assert_eq!(end.ci, 11);
+        // The title with the other pass's owner bit covers nothing: slot 9
+        // is then polled as the CQE it looks like.
+        let mut other = r.clone();
+        other[64 + 63] |= 1;
+        let d = decode_ring(&other, &params(CqLayout::Basic, 9)).unwrap();
+        assert!(!d.completions[0].compressed);
+        assert_eq!(d.completions[0].slot, 9);
+        // A session of 8 from slot 1 ends before 9: no title for --ci 9.
+        let mut short = r.clone();
+        short[64 + 0x2c..64 + 0x30].copy_from_slice(&8u32.to_be_bytes());
+        let d = decode_ring(&short, &params(CqLayout::Basic, 9)).unwrap();
+        assert!(!d.completions[0].compressed);
     }
 
     /// A RESIZE_CQ CQE (consumed, not printed) before a session whose
