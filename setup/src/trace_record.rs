@@ -180,12 +180,20 @@ pub fn run(a: &TraceArgs) -> Result<String, TraceCmdError> {
             })?;
             let s = replay(&text).map_err(TraceCmdError::Replay)?;
             Ok(format!(
-                "{}: {} records ({} emulated, {} captured) decoded, {} stored values checked\n",
+                "{}: {} records ({} emulated, {} captured) decoded, {} stored values checked{}\n",
                 r.file.display(),
                 s.records,
                 s.emulated,
                 s.captured,
-                s.checked
+                s.checked,
+                if s.context_only > 0 {
+                    format!(
+                        ", {} context only (queue state printed beside the dump)",
+                        s.context_only
+                    )
+                } else {
+                    String::new()
+                }
             ))
         }
     }
@@ -793,6 +801,9 @@ pub struct ReplaySummary {
     pub captured: usize,
     /// Expect values and `# ci:` implications checked.
     pub checked: usize,
+    /// Expect values of published dumps that describe the queue, not the
+    /// entry (`decode::published::CONTEXT_ONLY`): read, not checkable.
+    pub context_only: usize,
 }
 
 /// A `# key: value` line of a record that the parser keeps in `other`.
@@ -1083,8 +1094,11 @@ fn check_params(rec: &TraceRecord, d: &Decoded) -> Result<usize, String> {
     }
 }
 
-/// Decodes one record and checks its stored values; returns how many.
-/// Emulated records must say `# recorded-by: mlx5dp emulated device` and
+/// Decodes one record written by `mlx5dp trace record` and checks its
+/// stored values (decoded field names, `seg.*`, `c<i>.*`); returns how
+/// many. Published dumps are checked by
+/// [`crate::decode::published::check_record`] instead ([`replay`] chooses
+/// with [`crate::decode::published::is_published`]). Emulated records must say `# recorded-by: mlx5dp emulated device` and
 /// carry expect values; captured ones must not say `recorded-by`.
 pub fn check_record(rec: &TraceRecord) -> Result<usize, String> {
     let emulated = rec.origin == "emulator";
@@ -1137,7 +1151,15 @@ pub fn replay(text: &str) -> Result<ReplaySummary, Vec<String>> {
         } else {
             s.captured += 1;
         }
-        match check_record(rec) {
+        let checked = if crate::decode::published::is_published(rec) {
+            crate::decode::published::check_record(rec).map(|(n, context)| {
+                s.context_only += context.len();
+                n
+            })
+        } else {
+            check_record(rec)
+        };
+        match checked {
             Ok(n) => s.checked += n,
             Err(e) => failures.push(format!("[{}] (line {}): {e}", rec.id, rec.line)),
         }

@@ -252,6 +252,42 @@ fn a_logged_word_dump_decodes_as_its_source_printed_it() {
     assert_bad_input(&run(&["decode", "cqe"], glued.as_bytes()), "glued row");
 }
 
+/// `mlx5dp trace replay` on every file of `hw-traces/captured/`: exit 0 and
+/// a summary that counts the values the sources printed; a value changed
+/// in one record fails with that record named.
+#[test]
+fn trace_replay_checks_every_captured_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw-traces/captured");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    assert!(files.len() > 30, "{}", dir.display());
+    for file in &files {
+        let path = file.to_str().unwrap();
+        let o = run(&["trace", "replay", path], b"");
+        assert!(o.status.success(), "{path}: {}", stderr(&o));
+        assert!(stdout(&o).contains("stored values checked"), "{path}");
+    }
+    // u-ucx-6414: the status text UCX printed, changed.
+    let file = dir.join("u-ucx-6414.txt");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let wrong = text.replace(
+        "wc_status_msg=local_protection_error",
+        "wc_status_msg=remote_access_error",
+    );
+    assert_ne!(wrong, text);
+    let tmp = std::env::temp_dir().join(format!("mlx5dp-cli-replay-{}.txt", std::process::id()));
+    std::fs::write(&tmp, wrong).unwrap();
+    let o = run(&["trace", "replay", tmp.to_str().unwrap()], b"");
+    let _ = std::fs::remove_file(&tmp);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("[u-ucx-6414]"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("wc_status_msg"), "{}", stderr(&o));
+}
+
 #[test]
 fn error_cqe_json_keys_and_values() {
     // [u-ucx-1569], as libmlx5 prints it (four words a line).

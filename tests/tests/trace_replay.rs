@@ -7,9 +7,11 @@
 //! `mlx5dp_setup::trace_record` (`decode`, `check_record`): the same code
 //! `mlx5dp trace replay` runs on a trace from a ConnectX.
 //!
-//! - `captured/` (real hardware): every record must decode here; the
-//!   values their sources printed are checked, with the sources' own key
-//!   names, by `tests/tests/hw_traces.rs`.
+//! - `captured/` (real hardware): every file must replay here as
+//!   `mlx5dp trace replay` replays it, the values their sources printed
+//!   checked with the sources' own key names
+//!   (`mlx5dp_setup::decode::published`, which `tests/tests/hw_traces.rs`
+//!   also runs, with more checks of its own).
 //! - `emulated/` (recorded from the emulated device, `# recorded-by:
 //!   mlx5dp emulated device`): every `# expect:` value is the device's own
 //!   view (what it meant to post or complete), checked strictly here: an
@@ -33,7 +35,7 @@ use mlx5dp_setup::emu::device::FlowRule;
 use mlx5dp_setup::emu::{
     CompressionCfg, CompressionLayout, CqeSize, DeviceConfig, Fault, QpType, Recorder, RqInit,
 };
-use mlx5dp_setup::trace_record::{check_record, decode, number, param};
+use mlx5dp_setup::trace_record::{check_record, decode, number, param, replay};
 use mlx5dp_tests::e2e::frames;
 use mlx5dp_tests::e2e::{leak, pattern, Fabric, QpSpec, Queues, TestStridingRq};
 use std::path::{Path, PathBuf};
@@ -90,6 +92,20 @@ fn every_record_in_hw_traces_replays() {
             failures.push(format!("[{}] {}: {e}", rec.id, file.display()));
         }
     }
+    // Every captured file through `mlx5dp trace replay`'s own function,
+    // which checks published dumps with the sources' key names.
+    let mut files: Vec<&PathBuf> = captured.iter().map(|(f, _)| f).collect();
+    files.dedup();
+    let (mut published_checked, mut context_only) = (0, 0);
+    for file in files {
+        match replay(&std::fs::read_to_string(file).unwrap()) {
+            Ok(s) => {
+                published_checked += s.checked;
+                context_only += s.context_only;
+            }
+            Err(e) => failures.push(format!("{}: {}", file.display(), e.join("; "))),
+        }
+    }
     let mut checked = 0;
     let mut kinds = std::collections::BTreeMap::<String, usize>::new();
     for (file, rec) in &emulated {
@@ -100,7 +116,8 @@ fn every_record_in_hw_traces_replays() {
         }
     }
     println!(
-        "{} captured records decoded; {} emulated records, {checked} stored values checked; kinds {kinds:?}",
+        "{} captured records replayed, {published_checked} values their sources printed checked, \
+         {context_only} context only; {} emulated records, {checked} stored values checked; kinds {kinds:?}",
         captured.len(),
         emulated.len()
     );

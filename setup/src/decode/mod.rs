@@ -26,6 +26,7 @@ pub mod cli;
 pub mod cq;
 pub mod cqe;
 pub mod mini;
+pub mod published;
 pub mod trace;
 pub mod wqe;
 
