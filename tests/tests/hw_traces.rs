@@ -276,6 +276,15 @@ fn specific_decodings_of_the_captured_records() {
     let j = json("u-ucx-6414");
     assert_eq!(j["s_wqe_opcode_name"], "send");
     assert_eq!(j["hw_syndrome"], 0x92);
+    // mlx5e's UMR on its Ethernet ICOSQ: laid out on the raw QP, its four
+    // 8-byte MTT entries (page address | MLX5_EN_WR) in two octowords.
+    let j = json("e-umr-mtt-align-wqe");
+    assert_eq!(j["qp_type"], "raw");
+    assert_eq!(j["warnings"], serde_json::json!([]));
+    assert_eq!(j["segments"][0]["type"], "umr_ctrl");
+    assert_eq!(j["segments"][0]["klm_octowords"], 2);
+    assert_eq!(j["segments"][2]["mtt0"], 0x0800_0000_486a_0002_u64);
+    assert_eq!(j["segments"][3]["mtt1"], 0x0800_0000_0e82_0002_u64);
     // An RDMA READ answered with a remote access error (syndrome 0x13).
     let j = json("u-ucx-935");
     assert_eq!(j["syndrome_name"], "remote_access_err");

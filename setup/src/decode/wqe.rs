@@ -7,7 +7,7 @@
 //! | `rc`, `uc` | write/read: remote address; atomics: remote address, atomic (or masked atomic by opmod), result data segment; sends: data/inline; UMR (libmlx5's LOCAL_INV, BIND_MW): UMR control, mkey context, inline KLMs |
 //! | `ud` | 48-byte address vector (16-byte base AV when the extended bit is clear), then data/inline |
 //! | `xrc` | XRC segment, then as `rc` (UMR and NOP: no XRC segment) |
-//! | `raw` | Ethernet segment (checksum flags, MSS, inline header or VLAN insert), then data/inline (also TSO, legacy MPW and enhanced MPW sessions) |
+//! | `raw` | Ethernet segment (checksum flags, MSS, inline header or VLAN insert), then data/inline (also TSO, legacy MPW and enhanced MPW sessions); UMR (the kernel's Ethernet UMRs) as on `rc` |
 //!
 //! The QP type is not in the bytes. When it is not given it is inferred
 //! (see [`infer_qp_type`]) and the output says so. Opcodes whose layouts
@@ -411,6 +411,9 @@ impl SegParser<'_> {
                         self.data_list();
                     }
                 }
+                // mlx5e posts UMRs on an Ethernet SQ of its own (the ICOSQ:
+                // the RX multi-packet WQEs' translation entries).
+                SendOpcode::Umr => self.umr(),
                 SendOpcode::Nop => {}
                 other => self.invalid_for(other, qp),
             },
@@ -483,9 +486,13 @@ impl SegParser<'_> {
         }
     }
 
-    /// A UMR WQE (libmlx5's LOCAL_INV and BIND_MW): the UMR control
-    /// segment, the mkey context, then the inline translation entries
-    /// (KLMs) the control segment counts, if it says they are inline.
+    /// A UMR WQE (libmlx5's LOCAL_INV and BIND_MW, mlx5e's RX UMRs): the
+    /// UMR control segment, the mkey context, then the inline translation
+    /// octowords the control segment counts, if it says they are inline.
+    /// What an octoword holds is the mkey's access mode, which the WQE does
+    /// not carry: each is shown as one KLM (libmlx5's binds) and as the two
+    /// 8-byte MTT entries (page address and flags) of an MTT-mode mkey
+    /// (`mtt0`, `mtt1`; mlx5e's).
     fn umr(&mut self) {
         let Some((c, mut f)) = self.next::<UmrCtrlSeg>("umr_ctrl") else {
             return;
@@ -528,7 +535,13 @@ impl SegParser<'_> {
                 };
                 f.dec("byte_count", k.byte_count.get())
                     .hex("mkey", k.lkey.get(), 8)
-                    .hex("address", k.addr.get(), 16);
+                    .hex("address", k.addr.get(), 16)
+                    .hex(
+                        "mtt0",
+                        u64::from(k.byte_count.get()) << 32 | u64::from(k.lkey.get()),
+                        16,
+                    )
+                    .hex("mtt1", k.addr.get(), 16);
                 self.segments.push(f);
             }
         }
@@ -1092,6 +1105,14 @@ mod tests {
         assert_eq!(k["byte_count"], 4096);
         assert_eq!(k["mkey"], 0x77);
         assert_eq!(k["address"], 0x1000);
+        // The same octoword read as two MTT entries.
+        assert_eq!(k["mtt0"], 0x0000_1000_0000_0077_u64);
+        assert_eq!(k["mtt1"], 0x1000);
+        // The same UMR on a raw (Ethernet) SQ, as mlx5e posts it: same
+        // layout, no warning.
+        let raw = decode_wqe(&b, Some(QpType::Raw)).unwrap();
+        assert!(raw.warnings.is_empty(), "{:?}", raw.warnings);
+        assert_eq!(raw.to_json()["segments"], j["segments"]);
         // The KLM count runs past the WQE: a warning, no panic.
         b[21] = 2;
         let d = decode_wqe(&b, Some(QpType::Rc)).unwrap();
