@@ -82,6 +82,20 @@ pub struct DecodedCqe {
     pub wr_data: WcOpcode,
 }
 
+/// What a CQE's length must be; for the length of a whole ring of 64-byte
+/// CQEs (DPDK's `MLX5 Error CQ:` dump holds the whole CQ), the
+/// `decode cq` command that polls it.
+fn ring_hint(len: usize) -> String {
+    let cqes = len / 64;
+    if len % 64 == 0 && cqes > 2 && cqes.is_power_of_two() {
+        format!(
+            "64 or 128 bytes (for a ring of {cqes} 64-byte CQEs: `mlx5dp decode cq --cqe-size 64 --cqe-cnt {cqes} --ci N`)"
+        )
+    } else {
+        "64 or 128 bytes".to_string()
+    }
+}
+
 /// Decodes a CQE. `size` `None` takes the size from the input length
 /// (64 or 128 bytes); a given size must match the length.
 pub fn decode_cqe(bytes: &[u8], size: Option<CqeSize>) -> Result<DecodedCqe, DecodeError> {
@@ -96,7 +110,7 @@ pub fn decode_cqe(bytes: &[u8], size: Option<CqeSize>) -> Result<DecodedCqe, Dec
         }
         None => CqeSize::from_bytes(bytes.len()).ok_or_else(|| DecodeError::Length {
             what: "CQE",
-            expected: "64 or 128 bytes".to_string(),
+            expected: ring_hint(bytes.len()),
             got: bytes.len(),
         })?,
     };
@@ -816,6 +830,14 @@ mod tests {
         assert!(decode_cqe(&[0; 64], Some(CqeSize::B128)).is_err());
         assert!(decode_cqe(&[0; 128], Some(CqeSize::B64)).is_err());
         assert!(decode_cqe(&[], None).is_err());
+        // A whole ring of 64-byte CQEs: the error names `decode cq`.
+        let e = decode_cqe(&[0; 4096], None).unwrap_err().to_string();
+        assert!(
+            e.contains("mlx5dp decode cq --cqe-size 64 --cqe-cnt 64 --ci N"),
+            "{e}"
+        );
+        let e = decode_cqe(&[0; 192], None).unwrap_err().to_string();
+        assert_eq!(e, "a CQE is 64 or 128 bytes, got 192 bytes");
     }
 
     #[test]
