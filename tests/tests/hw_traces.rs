@@ -194,12 +194,19 @@ fn expect_keys_map_or_fail() {
     );
     let (checked, context) = check_record(&rec).unwrap();
     assert_eq!((checked, context.len()), (9, 2));
+    // `ibv_wc` member names as applications print them.
+    let rec =
+        synthetic("status=6 status=memory_bind_operation_error qp_num=0x58 vendor_error=0x78");
+    assert_eq!(check_record(&rec).unwrap(), (4, vec![]));
     for bad in [
         "frobnication=3",
         "wc_status=5",
         "err_rq=0x58",
         "qn=0x59",
         "wc_status_msg=remote_access_error",
+        "status=5",
+        "status=remote_access_error",
+        "qp_num=0x59",
     ] {
         let err = check_record(&synthetic(bad)).unwrap_err();
         assert!(err.starts_with(bad), "{bad}: {err}");

@@ -50,6 +50,7 @@ pub const CONTEXT_ONLY: &[(&str, &str)] = &[
 pub const ALIASES: &[(&str, &str)] = &[
     ("vendor_err", "vendor_syndrome"),
     ("vendor_err_synd", "vendor_syndrome"),
+    ("vendor_error", "vendor_syndrome"),
     ("hw_err_synd", "hw_syndrome"),
     ("hw_synd_type", "hw_syndrome_type"),
     ("byte_len", "byte_cnt"),
@@ -164,6 +165,12 @@ pub fn check_key(rec: &TraceRecord, j: &Value, key: &str, value: &str) -> Result
     match key {
         // The numeric ibv_wc_status / ib_wc_status (same numbering).
         "wc_status" => expect_eq("wc_status", json_u64(j, "wc_status")?, num()?),
+        // `ibv_wc.status` as an application prints it: the number, or
+        // libibverbs' / the kernel's text.
+        "status" if number(value).is_some() => {
+            expect_eq("wc_status", json_u64(j, "wc_status")?, num()?)
+        }
+        "status" => check_key(rec, j, "wc_status_msg", value),
         // The status text: libibverbs' ibv_wc_status_str or the kernel's
         // ib_wc_status_msg (older or newer spelling), normalised.
         "wc_status_msg" => {
@@ -183,7 +190,8 @@ pub fn check_key(rec: &TraceRecord, j: &Value, key: &str, value: &str) -> Result
                 ))
             }
         }
-        "qpn" | "sqn" => check_queue_number(j, num()?, false),
+        // `ibv_wc.qp_num` is the CQE's QPN too.
+        "qpn" | "sqn" | "qp_num" => check_queue_number(j, num()?, false),
         "qn" | "rqn" => check_queue_number(j, num()?, true),
         // The kernel prints the CQE opcode number (get_cqe_opcode).
         "opcode" => expect_eq("opcode_raw", json_u64(j, "opcode_raw")?, num()?),
