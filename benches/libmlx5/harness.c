@@ -22,8 +22,9 @@
  *     need_lock = 0;
  *   - ctx->prefer_bf = 1 (rdma-core's default, MLX5_POST_SEND_PREFER_BF
  *     unset) for post_write_sge_bf, post_send_inline32_bf,
- *     post_send_ud_bf and post_send_raw_eth64_bf (BlueFlame: 128 bytes
- *     for the 5-DS UD WQE, 64 for the 4-DS raw one), 0
+ *     post_send_ud_bf, post_send_raw_eth64_bf and wr_write1_bf
+ *     (BlueFlame: 128 bytes for the 5-DS UD WQE, 64 for the 4-DS raw
+ *     one and the 3-DS RDMA WRITE), 0
  *     (MLX5_POST_SEND_PREFER_BF=0) for every other scenario, so
  *     single-WR posts ring the 8-byte doorbell (except inline WQEs, which
  *     libmlx5 sends with BlueFlame unless ctx->shut_up_bf, set for
@@ -55,8 +56,15 @@
  *            post_send_inline32 post_send_inline32_bf post_send_inline32_db
  *            post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0
  *            post_send_ud_bf post_send_raw_eth64_bf
+ *            wr_write32 wr_write32_sig128 wr_write1 wr_write1_bf
  *            and "addr" (prints the function pointers mlx5_cq_fill_pfns
- *            installed, for run.sh to name with nm).
+ *            and mlx5_qp_fill_wr_pfns installed, for run.sh to name with
+ *            nm).
+ *
+ * wr_write*: libmlx5's "new post send" API (ibv_wr_start / ibv_wr_rdma_write
+ * / ibv_wr_set_sge / ibv_wr_complete): the ibv_qp_ex ops that
+ * mlx5_qp_fill_wr_pfns installs on the same RC QP, as
+ * ibv_create_qp_ex(..., IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) does (make_qp_ex).
  */
 #define _GNU_SOURCE
 #include <config.h>
@@ -92,6 +100,10 @@ int rdmacore44_0_mlx5_post_srq_recv(struct ibv_srq *ibsrq,
 				    struct ibv_recv_wr *wr,
 				    struct ibv_recv_wr **bad_wr);
 void rdmacore44_0_mlx5_free_srq_wqe(struct mlx5_srq *srq, int ind);
+int rdmacore44_0_mlx5_qp_fill_wr_pfns(struct mlx5_qp *mqp,
+				      const struct ibv_qp_init_attr_ex *attr,
+				      const struct mlx5dv_qp_init_attr *mlx5_attr);
+void rdmacore44_0_mlx5_qp_fill_wr_complete_real(struct mlx5_qp *mqp);
 
 /* ---- fabricated objects ------------------------------------------------ */
 #define QPN        0x000a1bu	/* arbitrary 24-bit QP number */
@@ -152,6 +164,15 @@ static unsigned eth_inl;	/* ctx->eth_min_inline_size of SK_RAW */
 static struct mlx5_ah *ah;	/* SK_UD: the address handle */
 static uint8_t inl_bufs[32][INL_LEN] __attribute__((aligned(64)));
 static uint8_t frames[32][ETH_LEN] __attribute__((aligned(64)));
+
+/* wr_write* (ibv_wr_* API): the qp_ex of the QP, and the signalling of
+ * the RDMA WRITEs.  sig_every = 0: every WR IBV_SEND_SIGNALED (as
+ * post_write_*); sig_every = 128: only the WQE at counter c with
+ * c % 128 == 127 (what mlx5dp's forced-CQE rule does on its 256-WQEBB ring
+ * with unsignalled work requests: signal_every = half the ring). */
+static struct ibv_qp_ex *qpx;
+static int wr_api;
+static unsigned sig_every;
 
 static void fabricate(int cqe_version, int prefer_bf)
 {
@@ -325,6 +346,43 @@ static struct ibv_cq_ex *make_cq_ex(int single_threaded)
 	return &cq->verbs_cq.cq_ex;
 }
 
+/* The send ops sq_overhead() assumes for an RC QP created without
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: asking for exactly these keeps the QP
+ * the harness fabricates (256-byte WQEs, 256 WQEBBs, max_post 64). */
+#define RC_DEFAULT_SEND_OPS						\
+	(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |		\
+	 IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |	\
+	 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |	\
+	 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |				\
+	 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |	\
+	 IBV_QP_EX_WITH_BIND_MW)
+
+/* qp_ex: what create_qp does for ibv_create_qp_ex(RC, comp_mask |=
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, send_ops_flags = RC_DEFAULT_SEND_OPS),
+ * no mlx5dv attributes: mlx5_qp_fill_wr_pfns(qp, attr, NULL) (RC: the
+ * rc_xrc_dc builders and rc_uc setters), VERBS_QP_EX in verbs_qp.comp_mask;
+ * then what modify_qp to RTS does to the ops (set_qp_operational_state:
+ * mlx5_qp_fill_wr_complete_real). */
+static struct ibv_qp_ex *make_qp_ex(void)
+{
+	struct ibv_qp_init_attr_ex attr = {
+		.qp_type = IBV_QPT_RC,
+		.comp_mask = IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = RC_DEFAULT_SEND_OPS,
+	};
+	struct ibv_qp_ex *x = &qp->verbs_qp.qp_ex;
+	int rc;
+
+	rc = rdmacore44_0_mlx5_qp_fill_wr_pfns(qp, &attr, NULL);
+	CHECK(rc == 0, "mlx5_qp_fill_wr_pfns returned %d", rc);
+	qp->verbs_qp.comp_mask |= VERBS_QP_EX;
+	rdmacore44_0_mlx5_qp_fill_wr_complete_real(qp);
+	CHECK(x->wr_start && x->wr_complete && x->wr_abort && x->wr_rdma_write &&
+	      x->wr_set_sge, "qp_ex wr ops not installed");
+	CHECK((void *)x == (void *)qp->ibv_qp, "qp_ex does not alias the ibv_qp");
+	return x;
+}
+
 /* ---- measured functions (callgrind --toggle-collect=<name>) ------------ */
 
 /* One ibv_post_send-equivalent call: libmlx5's post_send, called directly.
@@ -335,6 +393,42 @@ __attribute__((noinline)) int measured_post_send(struct ibv_qp *ibqp,
 	struct ibv_send_wr *bad_wr;
 
 	return rdmacore44_0_mlx5_post_send(ibqp, wr, &bad_wr);
+}
+
+/* libmlx5's ibv_wr_* API (the qp_ex ops mlx5_qp_fill_wr_pfns installed,
+ * called through the inline ibv_wr_* wrappers of verbs.h): ibv_wr_start,
+ * 32 x {wr_id, wr_flags, ibv_wr_rdma_write, ibv_wr_set_sge}, then
+ * ibv_wr_complete.  The WRs' parameters are read from the same prebuilt
+ * ibv_send_wr array post_write_list32 posts (wrs[0..31] with their SGEs).
+ * Unit: 1 WQE = 1/32 of a call. */
+__attribute__((noinline)) int measured_wr_write32(struct ibv_qp_ex *x,
+						  const struct ibv_send_wr *wr)
+{
+	int i;
+
+	ibv_wr_start(x);
+	for (i = 0; i < 32; i++, wr++) {
+		x->wr_id = wr->wr_id;
+		x->wr_flags = wr->send_flags;
+		ibv_wr_rdma_write(x, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+		ibv_wr_set_sge(x, wr->sg_list->lkey, wr->sg_list->addr,
+			       wr->sg_list->length);
+	}
+	return ibv_wr_complete(x);
+}
+
+/* The same with one WR per ibv_wr_start..ibv_wr_complete.  Unit: 1 WQE =
+ * 1 call. */
+__attribute__((noinline)) int measured_wr_write1(struct ibv_qp_ex *x,
+						 const struct ibv_send_wr *wr)
+{
+	ibv_wr_start(x);
+	x->wr_id = wr->wr_id;
+	x->wr_flags = wr->send_flags;
+	ibv_wr_rdma_write(x, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr);
+	ibv_wr_set_sge(x, wr->sg_list->lkey, wr->sg_list->addr,
+		       wr->sg_list->length);
+	return ibv_wr_complete(x);
 }
 
 /* One ibv_post_recv-equivalent call: libmlx5's post_recv, called directly.
@@ -948,9 +1042,30 @@ static void srq_complete(int n, const unsigned *idx)
 	CHECK(srq->lock.in_use == 0, "SRQ lock left in use (free)");
 }
 
+/* The send flags of the RDMA WRITE at WQE counter ctr (see sig_every). */
+static unsigned write_flags(uint32_t ctr)
+{
+	if (!sig_every)
+		return IBV_SEND_SIGNALED;
+	return ctr % sig_every == sig_every - 1 ? IBV_SEND_SIGNALED : 0;
+}
+
+/* wrs[0..n-1] are about to be posted at counters ctr0, ctr0 + 1, ...:
+ * give them their send flags (only changes anything with sig_every). */
+static void set_write_flags(uint32_t ctr0, int n)
+{
+	int i;
+
+	if (sig_every)
+		for (i = 0; i < n; i++)
+			wrs[i].send_flags = write_flags(ctr0 + i);
+}
+
 /* Check the WQE libmlx5 wrote for wrs[k] at WQE counter ctr. */
 static void check_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
 {
+	uint8_t want_fm;
+
 	unsigned idx = ctr & (SQ_WQEBB - 1);
 	uint8_t *w = sq_buf + idx * MLX5_SEND_WQE_BB;
 	struct mlx5_wqe_ctrl_seg *c = (void *)w;
@@ -968,9 +1083,9 @@ static void check_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
 	      ((ctr & 0xffff) << 8) | MLX5_OPCODE_RDMA_WRITE);
 	CHECK(be32toh(c->qpn_ds) == ((QPN << 8) | 3),
 	      "ctrl.qpn_ds %08x, want %08x", be32toh(c->qpn_ds), (QPN << 8) | 3);
-	CHECK(c->fm_ce_se == MLX5_WQE_CTRL_CQ_UPDATE,
-	      "ctrl.fm_ce_se %02x, want %02x", c->fm_ce_se,
-	      MLX5_WQE_CTRL_CQ_UPDATE);
+	want_fm = write_flags(ctr) & IBV_SEND_SIGNALED ? MLX5_WQE_CTRL_CQ_UPDATE : 0;
+	CHECK(c->fm_ce_se == want_fm, "WQE %u: ctrl.fm_ce_se %02x, want %02x",
+	      ctr, c->fm_ce_se, want_fm);
 	CHECK(c->signature == 0 && c->dci_stream_channel_id == 0 && c->imm == 0,
 	      "ctrl signature/dci/imm not zero");
 	CHECK(be64toh(r->raddr) == wrs[k].wr.rdma.remote_addr &&
@@ -988,6 +1103,23 @@ static void check_wqe(uint32_t ctr, int k, uint64_t wr_id, unsigned head)
 	      qp->sq.wqe_head[idx], head);
 	CHECK(qp->sq.wr_data[idx] == 0, "sq.wr_data[%u] %u", idx,
 	      qp->sq.wr_data[idx]);
+	for (unsigned i = 48; i < MLX5_SEND_WQE_BB; i++)
+		CHECK(w[i] == 0, "WQE %u: byte %u past the 48-byte WQE written",
+		      ctr, i);
+}
+
+/* After an ibv_wr_complete of n WRs: the qp_ex state libmlx5 leaves (no
+ * error, n WQEs counted, cur_ctrl at the last one, 3 DS) and the SQ lock
+ * released. */
+static void check_wr_state(int n)
+{
+	CHECK(qp->err == 0, "qp->err %d after ibv_wr_complete", qp->err);
+	CHECK(qp->nreq == n, "qp->nreq %d, want %d", qp->nreq, n);
+	CHECK(qp->cur_size == 3, "qp->cur_size %d, want 3", qp->cur_size);
+	CHECK((uint8_t *)qp->cur_ctrl == sq_buf +
+	      ((qp->sq.cur_post - 1) & (SQ_WQEBB - 1)) * MLX5_SEND_WQE_BB,
+	      "qp->cur_ctrl is not the last WQE");
+	CHECK(qp->sq.lock.in_use == 0, "SQ lock left in use");
 }
 
 static unsigned bf_bytes(void);
@@ -1008,13 +1140,23 @@ static void checked_post(int n, int expect_bf, int count_units)
 	memset(uar_page, 0xa5, 4096);
 	for (i = 0; i < n; i++)
 		wrs[i].wr_id = next_wr_id++;
+	set_write_flags(ctr0, n);
 	wrs[n - 1].next = NULL;
-	rc = measured_post_send(qp->ibv_qp, &wrs[0]);
+	if (!wr_api)
+		rc = measured_post_send(qp->ibv_qp, &wrs[0]);
+	else if (n == 32)
+		rc = measured_wr_write32(qpx, &wrs[0]);
+	else if (n == 1)
+		rc = measured_wr_write1(qpx, &wrs[0]);
+	else
+		die("checked_post: %d WRs with the wr_* API", n);
 	if (count_units)
 		measured_units += n;
 	if (n < 32)
 		wrs[n - 1].next = &wrs[n];
-	CHECK(rc == 0, "post_send returned %d", rc);
+	CHECK(rc == 0, "%s returned %d", wr_api ? "ibv_wr_complete" : "post_send", rc);
+	if (wr_api)
+		check_wr_state(n);
 	CHECK(qp->sq.cur_post == ctr0 + n * wqe_bbs, "sq.cur_post %u, want %u",
 	      qp->sq.cur_post, ctr0 + n * wqe_bbs);
 	CHECK(qp->sq.head == head0 + n, "sq.head %u, want %u", qp->sq.head,
@@ -1083,7 +1225,8 @@ enum scen { S_POST_SGE, S_POST_SGE_BF, S_POST_LIST32, S_POLL_V1, S_POLL_V0,
 	    S_START_POLL, S_START_POLL_LOCK, S_RECV1, S_RECV32,
 	    S_POLL_RECV, S_START_POLL_RECV, S_SRQ_RECV1, S_SRQ_RECV32,
 	    S_SEND_INL, S_SEND_INL_BF, S_SEND_INL_DB, S_SEND_UD, S_SEND_RAW,
-	    S_SEND_RAW_MIN0, S_SEND_UD_BF, S_SEND_RAW_BF };
+	    S_SEND_RAW_MIN0, S_SEND_UD_BF, S_SEND_RAW_BF,
+	    S_WR_WRITE32, S_WR_WRITE32_SIG128, S_WR_WRITE1, S_WR_WRITE1_BF };
 
 static const struct {
 	const char *name;
@@ -1111,6 +1254,11 @@ static const struct {
 	{ "post_send_raw_eth64_min0", S_SEND_RAW_MIN0, "WQE (1 post_send call)" },
 	{ "post_send_ud_bf", S_SEND_UD_BF, "WQE (1 post_send call)" },
 	{ "post_send_raw_eth64_bf", S_SEND_RAW_BF, "WQE (1 post_send call)" },
+	{ "wr_write32", S_WR_WRITE32, "WQE (1/32 of ibv_wr_start..ibv_wr_complete)" },
+	{ "wr_write32_sig128", S_WR_WRITE32_SIG128,
+	  "WQE (1/32 of ibv_wr_start..ibv_wr_complete)" },
+	{ "wr_write1", S_WR_WRITE1, "WQE (1 ibv_wr_start..ibv_wr_complete)" },
+	{ "wr_write1_bf", S_WR_WRITE1_BF, "WQE (1 ibv_wr_start..ibv_wr_complete)" },
 };
 
 /* The register write libmlx5 must make for a single-WR post of scenario s:
@@ -1121,7 +1269,7 @@ static const struct {
 static int send_expect_bf(enum scen s)
 {
 	return s == S_POST_SGE_BF || s == S_SEND_INL || s == S_SEND_INL_BF ||
-	       s == S_SEND_UD_BF || s == S_SEND_RAW_BF;
+	       s == S_SEND_UD_BF || s == S_SEND_RAW_BF || s == S_WR_WRITE1_BF;
 }
 
 /* Bytes mlx5_bf_copy writes for one WQE of the current shape:
@@ -1233,6 +1381,75 @@ static uint64_t run_units(enum scen s, long units, struct ibv_cq_ex *cqx)
 		wr->next = saved_next;
 		break;
 	}
+	case S_WR_WRITE1:
+	case S_WR_WRITE1_BF: {
+		/* windows of 32 ibv_wr_start..ibv_wr_complete of one RDMA
+		 * WRITE (wrs[0]); after each window (untimed) all 32 WQEs,
+		 * the qp_ex state, the doorbell records and the last register
+		 * write are checked, then the SQ is retired */
+		struct ibv_send_wr *wr = &wrs[0];
+
+		while (done < units) {
+			int b = units - done < 32 ? units - done : 32;
+			uint32_t c0 = qp->sq.cur_post;
+			unsigned h0 = qp->sq.head;
+			uint64_t t0, t1, id0 = next_wr_id;
+
+			t0 = tsc_start();
+			for (i = 0; i < b; i++) {
+				wr->wr_id = next_wr_id++;
+				rc |= measured_wr_write1(qpx, wr);
+			}
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "ibv_wr_complete returned %d", rc);
+			check_wr_state(1);
+			CHECK(qp->sq.cur_post == c0 + b && qp->sq.head == h0 + b,
+			      "sq.cur_post %u / sq.head %u after the window", qp->sq.cur_post,
+			      qp->sq.head);
+			for (i = 0; i < b; i++)
+				check_wqe(c0 + i, 0, id0 + i, h0 + i);
+			CHECK(qp_dbrec[MLX5_SND_DBR] ==
+			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
+			CHECK(qp_dbrec[MLX5_RCV_DBR] == 0, "RQ doorbell record touched");
+			check_register(send_expect_bf(s));
+			retire_sq();
+			done += b;
+		}
+		break;
+	}
+	case S_WR_WRITE32:
+	case S_WR_WRITE32_SIG128:
+		/* one ibv_wr_start, 32 RDMA WRITEs, one ibv_wr_complete per
+		 * window; wr_ids (and with sig128 the flags) set before it;
+		 * all 32 WQEs checked after it */
+		while (done < units) {
+			uint64_t t0, t1, id0 = next_wr_id;
+			uint32_t c0 = qp->sq.cur_post;
+			unsigned h0 = qp->sq.head;
+
+			for (i = 0; i < 32; i++)
+				wrs[i].wr_id = next_wr_id++;
+			set_write_flags(c0, 32);
+			t0 = tsc_start();
+			rc = measured_wr_write32(qpx, &wrs[0]);
+			t1 = tsc_stop();
+			cycles += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
+			CHECK(rc == 0, "ibv_wr_complete returned %d", rc);
+			check_wr_state(32);
+			CHECK(qp->sq.cur_post == c0 + 32 && qp->sq.head == h0 + 32,
+			      "sq.cur_post %u / sq.head %u after the window", qp->sq.cur_post,
+			      qp->sq.head);
+			for (i = 0; i < 32; i++)
+				check_wqe(c0 + i, i, id0 + i, h0 + i);
+			CHECK(qp_dbrec[MLX5_SND_DBR] ==
+			      htobe32(qp->sq.cur_post & 0xffff), "SQ doorbell record");
+			CHECK(qp_dbrec[MLX5_RCV_DBR] == 0, "RQ doorbell record touched");
+			check_register(0);
+			retire_sq();
+			done += 32;
+		}
+		break;
 	case S_POST_LIST32:
 		while (done < units) {
 			uint64_t t0, t1;
@@ -1463,6 +1680,8 @@ static void preflight(enum scen s)
 	case S_SEND_RAW_MIN0:
 	case S_SEND_UD_BF:
 	case S_SEND_RAW_BF:
+	case S_WR_WRITE1:
+	case S_WR_WRITE1_BF:
 		/* 300 single-WR posts wrap the 256-WQEBB ring (UD: twice) */
 		for (i = 0; i < 300; i++) {
 			checked_post(1, send_expect_bf(s), 1);
@@ -1472,6 +1691,8 @@ static void preflight(enum scen s)
 		retire_sq();
 		break;
 	case S_POST_LIST32:
+	case S_WR_WRITE32:
+	case S_WR_WRITE32_SIG128:
 		for (i = 0; i < 10; i++) {
 			checked_post(32, 0, 1);
 			retire_sq();
@@ -1588,6 +1809,11 @@ int main(int argc, char **argv)
 		printf("default start_poll=%p next_poll=%p end_poll=%p\n",
 		       (void *)cqx->start_poll, (void *)cqx->next_poll,
 		       (void *)cqx->end_poll);
+		qpx = make_qp_ex();
+		printf("qp_ex wr_start=%p wr_rdma_write=%p wr_set_sge=%p "
+		       "wr_complete=%p\n",
+		       (void *)qpx->wr_start, (void *)qpx->wr_rdma_write,
+		       (void *)qpx->wr_set_sge, (void *)qpx->wr_complete);
 		return 0;
 	}
 	for (k = 0; k < sizeof(scen_tab) / sizeof(scen_tab[0]); k++)
@@ -1615,7 +1841,7 @@ int main(int argc, char **argv)
 	}
 
 	fabricate(s == S_POLL_V0 ? 0 : 1, s == S_POST_SGE_BF || s == S_SEND_INL_BF ||
-		  s == S_SEND_UD_BF || s == S_SEND_RAW_BF);
+		  s == S_SEND_UD_BF || s == S_SEND_RAW_BF || s == S_WR_WRITE1_BF);
 	init_wrs();
 	switch (s) {
 	case S_SEND_INL:
@@ -1647,6 +1873,13 @@ int main(int argc, char **argv)
 	}
 	if (s == S_SRQ_RECV1 || s == S_SRQ_RECV32)
 		fabricate_srq();
+	if (s == S_WR_WRITE32 || s == S_WR_WRITE32_SIG128 || s == S_WR_WRITE1 ||
+	    s == S_WR_WRITE1_BF) {
+		qpx = make_qp_ex();
+		wr_api = 1;
+		if (s == S_WR_WRITE32_SIG128)
+			sig_every = 128;
+	}
 	if (s == S_START_POLL || s == S_START_POLL_RECV)
 		cqx = make_cq_ex(1);
 	else if (s == S_START_POLL_LOCK)

@@ -18,7 +18,7 @@ BUILD=${BUILD_DIR:-$here/build}
 UNITS=${UNITS:-20000}
 ROUNDS=${ROUNDS:-15}
 REPEAT=${REPEAT:-5}
-SCENARIOS=${SCENARIOS:-"post_write_sge post_write_sge_bf post_write_list32 poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock post_recv1 post_recv32 poll_cq32_recv start_poll32_recv post_srq_recv1 post_srq_recv32 post_send_inline32 post_send_inline32_bf post_send_inline32_db post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0 post_send_ud_bf post_send_raw_eth64_bf"}
+SCENARIOS=${SCENARIOS:-"post_write_sge post_write_sge_bf post_write_list32 poll_cq32 poll_cq32_v0 start_poll32 start_poll32_lock post_recv1 post_recv32 poll_cq32_recv start_poll32_recv post_srq_recv1 post_srq_recv32 post_send_inline32 post_send_inline32_bf post_send_inline32_db post_send_ud post_send_raw_eth64 post_send_raw_eth64_min0 post_send_ud_bf post_send_raw_eth64_bf wr_write32 wr_write32_sig128 wr_write1 wr_write1_bf"}
 LIBDIR=/usr/lib/x86_64-linux-gnu
 
 grep -q 'set(PACKAGE_VERSION "44.0")' "$RDMA_CORE_SRC/CMakeLists.txt" ||
@@ -35,7 +35,8 @@ gcc -O2 -g -no-pie -Wall \
     "$here/harness.c" -o "$BUILD/harness" \
     "$LIBDIR/libmlx5.a" "$LIBDIR/libibverbs.a" -lnl-route-3 -lnl-3 -lpthread
 
-# Name the cq_ex ops mlx5_cq_fill_pfns installed (static functions).
+# Name the cq_ex ops mlx5_cq_fill_pfns installed, and the qp_ex ops
+# mlx5_qp_fill_wr_pfns installed (static functions).
 name_of() { nm "$BUILD/harness" | awk -v a="$(printf '%016x' "$1")" '$1 == a && $2 ~ /[tT]/ { print $3; exit }'; }
 ops_line() { "$BUILD/harness" addr | grep "^$1 "; }
 st=$(ops_line single_threaded); df=$(ops_line default)
@@ -46,6 +47,10 @@ DF_START=$(name_of "$(getp "$df" start_poll)"); DF_NEXT=$(name_of "$(getp "$df" 
 echo "cq_ex ops, IBV_CREATE_CQ_ATTR_SINGLE_THREADED: $ST_START / $ST_NEXT / $ST_END"
 echo "cq_ex ops, default flags:                      $DF_START / $DF_NEXT / $DF_END"
 echo "cq_ex read_byte_len op (IBV_WC_STANDARD_FLAGS):  $ST_BYTE_LEN"
+qx=$(ops_line qp_ex)
+WR_START=$(name_of "$(getp "$qx" wr_start)"); WR_RDMA_WRITE=$(name_of "$(getp "$qx" wr_rdma_write)")
+WR_SET_SGE=$(name_of "$(getp "$qx" wr_set_sge)"); WR_COMPLETE=$(name_of "$(getp "$qx" wr_complete)")
+echo "qp_ex ops (RC): $WR_START / $WR_RDMA_WRITE / $WR_SET_SGE / $WR_COMPLETE"
 
 # cg_ir SCENARIO OUTFILE TOGGLES...: the harness under callgrind
 # (benches/harness_common.sh).
@@ -70,6 +75,9 @@ for scen in $SCENARIOS; do
     start_poll32_recv)
         wrap=measured_start_poll_recv
         lib="--toggle-collect=$ST_START --toggle-collect=$ST_NEXT --toggle-collect=$ST_END --toggle-collect=$ST_BYTE_LEN" ;;
+    wr_write32|wr_write32_sig128|wr_write1|wr_write1_bf)
+        case $scen in wr_write32*) wrap=measured_wr_write32 ;; *) wrap=measured_wr_write1 ;; esac
+        lib="--toggle-collect=$WR_START --toggle-collect=$WR_RDMA_WRITE --toggle-collect=$WR_SET_SGE --toggle-collect=$WR_COMPLETE" ;;
     start_poll32_lock)
         wrap=measured_start_poll
         lib="--toggle-collect=$DF_START --toggle-collect=$DF_NEXT --toggle-collect=$DF_END" ;;
