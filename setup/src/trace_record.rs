@@ -1098,8 +1098,9 @@ fn check_params(rec: &TraceRecord, d: &Decoded) -> Result<usize, String> {
 /// stored values (decoded field names, `seg.*`, `c<i>.*`); returns how
 /// many. Published dumps are checked by
 /// [`crate::decode::published::check_record`] instead ([`replay`] chooses
-/// with [`crate::decode::published::is_published`]). Emulated records must say `# recorded-by: mlx5dp emulated device` and
-/// carry expect values; captured ones must not say `recorded-by`.
+/// with [`crate::decode::published::is_published`]). Emulated records must
+/// say `# recorded-by: mlx5dp emulated device` and carry expect values;
+/// captured ones must not say `recorded-by`.
 pub fn check_record(rec: &TraceRecord) -> Result<usize, String> {
     let emulated = rec.origin == "emulator";
     if emulated && param(rec, "recorded-by") != Some(crate::emu::record::RECORDED_BY) {
