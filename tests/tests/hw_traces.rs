@@ -68,6 +68,9 @@ const KNOWN: &[&str] = &[
     "e-umr-mtt-align-wqe",
     "e-xsk-icosq-race-1",
     "e-xsk-icosq-race-2",
+    "u-perlmutter-diffbragg",
+    "u-perlmutter-diffbragg-nid001656",
+    "u-perlmutter-diffbragg-nid002616",
 ];
 
 fn captured_dir() -> PathBuf {
