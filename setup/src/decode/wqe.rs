@@ -214,6 +214,12 @@ pub fn infer_qp_type(bytes: &[u8]) -> (QpType, &'static str) {
             return (QpType::Raw, "opcode exists only on Ethernet send queues")
         }
         SendOpcode::Send | SendOpcode::SendImm => {}
+        SendOpcode::Unknown(_) => {
+            return (
+                QpType::Rc,
+                "opcode not named by the PRM facts; RC layout assumed (pass --qp otherwise)",
+            )
+        }
         _ => {
             return (
                 QpType::Rc,
@@ -867,6 +873,20 @@ mod tests {
         assert_eq!(segs[1]["lkey"], 0x0008_0000);
         assert_eq!(segs[1]["addr"], 0x0000_0005_9ee3_0800u64);
         assert!(d.to_human().contains("eth"));
+    }
+
+    /// An opcode the PRM facts do not name (0x1e, seen on an Ethernet SQ):
+    /// RC assumed, and the reason says the opcode is unknown, not RDMA.
+    #[test]
+    fn an_unknown_opcode_is_not_called_rdma() {
+        let wqe = [0, 0, 0, 0x1e, 0, 0, 0x0e, 4, 0, 0, 0, 0, 0, 0, 0, 0];
+        let d = decode_wqe(&wqe, None).unwrap();
+        assert_eq!(d.qp_type, QpType::Rc);
+        let why = d.inferred_because.unwrap();
+        assert!(why.starts_with("opcode not named"), "{why}");
+        let rdma = [0, 0, 0, 0x08, 0, 0, 0x0e, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+        let why = decode_wqe(&rdma, None).unwrap().inferred_because.unwrap();
+        assert!(why.starts_with("RDMA opcode"), "{why}");
     }
 
     #[test]
