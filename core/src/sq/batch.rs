@@ -1369,8 +1369,9 @@ impl<'x, P: DoorbellPolicy, Q: QpKind> Wr<'_, 'x, '_, '_, P, Q> {
         r
     }
 
-    /// [`Wr::inline_data`] through the generic encoder, out of line.
-    #[cold]
+    /// [`Wr::inline_data`] through the generic encoder, out of line (not
+    /// marked cold: inline data past the fast path's 44 bytes, or on UD,
+    /// is ordinary use).
     #[inline(never)]
     fn inline_generic(
         sq: &mut SendQueue<'_, P, Q>,
