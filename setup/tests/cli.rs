@@ -8,6 +8,7 @@
 )]
 
 use mlx5dp_setup::decode::hex_string;
+use mlx5dp_setup::decode::published::{CQE_KEYS, ERR_CQE_KEYS};
 use mlx5dp_setup::decode::trace::{parse_records, TraceRecord};
 use mlx5dp_setup::hexdump;
 use serde_json::Value;
@@ -55,7 +56,8 @@ fn assert_bad_input(o: &Output, what: &str) {
     assert!(o.stdout.is_empty(), "{what}");
 }
 
-fn captured() -> Vec<TraceRecord> {
+/// The files of `hw-traces/captured/`, sorted.
+fn captured_files() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw-traces/captured");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -64,6 +66,10 @@ fn captured() -> Vec<TraceRecord> {
         .collect();
     files.sort();
     files
+}
+
+fn captured() -> Vec<TraceRecord> {
+    captured_files()
         .iter()
         .flat_map(|f| parse_records(&std::fs::read_to_string(f).unwrap()).unwrap())
         .collect()
@@ -83,29 +89,6 @@ fn decode_args(rec: &TraceRecord) -> Vec<String> {
     args.push("--json".into());
     args
 }
-
-const CQE_KEYS: &[&str] = &[
-    "opcode",
-    "opcode_raw",
-    "format",
-    "owner",
-    "se",
-    "byte_cnt",
-    "qpn",
-    "wqe_counter",
-    "timestamp",
-    "signature",
-];
-const ERR_KEYS: &[&str] = &[
-    "syndrome",
-    "syndrome_name",
-    "vendor_syndrome",
-    "hw_syndrome",
-    "hw_syndrome_type",
-    "s_wqe_opcode",
-    "wc_status",
-    "wc_status_name",
-];
 
 /// `text` in the quoted-printable transfer encoding (RFC 2045 §6.7) as a
 /// mailer writes it: `=` escaped, every line cut into pieces of at most 75
@@ -219,7 +202,7 @@ fn every_captured_record_in_every_input_style() {
                 assert!(reference.get(*key).is_some(), "[{}] {key}", rec.id);
             }
             if rec.expects_error_cqe() {
-                for key in ERR_KEYS {
+                for key in ERR_CQE_KEYS {
                     assert!(reference.get(*key).is_some(), "[{}] {key}", rec.id);
                 }
             }
@@ -257,14 +240,8 @@ fn a_logged_word_dump_decodes_as_its_source_printed_it() {
 /// in one record fails with that record named.
 #[test]
 fn trace_replay_checks_every_captured_file() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hw-traces/captured");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
-        .collect();
-    files.sort();
-    assert!(files.len() > 30, "{}", dir.display());
+    let files = captured_files();
+    assert!(files.len() > 30, "{files:?}");
     for file in &files {
         let path = file.to_str().unwrap();
         let o = run(&["trace", "replay", path], b"");
@@ -272,8 +249,11 @@ fn trace_replay_checks_every_captured_file() {
         assert!(stdout(&o).contains("stored values checked"), "{path}");
     }
     // u-ucx-6414: the status text UCX printed, changed.
-    let file = dir.join("u-ucx-6414.txt");
-    let text = std::fs::read_to_string(&file).unwrap();
+    let file = files
+        .iter()
+        .find(|f| f.ends_with("u-ucx-6414.txt"))
+        .unwrap();
+    let text = std::fs::read_to_string(file).unwrap();
     let wrong = text.replace(
         "wc_status_msg=local_protection_error",
         "wc_status_msg=remote_access_error",
@@ -294,7 +274,7 @@ fn error_cqe_json_keys_and_values() {
     let dump = "00000000 00000000 00000000 00000000\n00000000 00000000 00000000 00000000\n\
                 00000000 00000000 00000000 00000000\n00000000 00008813 08006214 0000f6d2\n";
     let j = json(&run(&["decode", "cqe", "--json"], dump.as_bytes()));
-    for key in CQE_KEYS.iter().chain(ERR_KEYS) {
+    for key in CQE_KEYS.iter().chain(ERR_CQE_KEYS) {
         assert!(j.get(*key).is_some(), "{key}");
     }
     assert_eq!(j["opcode"], "req_err");

@@ -379,6 +379,19 @@ fn recv() -> RawCounters {
     }
 }
 
+/// Whether a CQE's opcode can head a compressed session (a completion of
+/// a send or a receive: the minis take its opcode).
+fn title_opcode(op_own: OpOwn) -> bool {
+    matches!(
+        CqeOpcode::from_raw(op_own.opcode()),
+        CqeOpcode::Req
+            | CqeOpcode::RespWrImm
+            | CqeOpcode::RespSend
+            | CqeOpcode::RespSendImm
+            | CqeOpcode::RespSendInv
+    )
+}
+
 /// Basic layout, `--ci` inside a compressed session (a consumer that
 /// stopped between two minis: the kernel's `cqd->left`, this core's
 /// `poll_burst`; the CQ doorbell record then holds such an index): the
@@ -407,14 +420,7 @@ fn basic_title_start(bytes: &[u8], params: &RingParams) -> u32 {
         let (op_own, count) = (cqe.op_own, cqe.byte_cnt.get());
         u32::from(op_own.owner()) == (t >> log2) & 1
             && op_own.format() == CqeFormat::Compressed.raw()
-            && matches!(
-                CqeOpcode::from_raw(op_own.opcode()),
-                CqeOpcode::Req
-                    | CqeOpcode::RespWrImm
-                    | CqeOpcode::RespSend
-                    | CqeOpcode::RespSendImm
-                    | CqeOpcode::RespSendInv
-            )
+            && title_opcode(op_own)
             && (2..=params.cqe_cnt).contains(&count)
             && params.ci.wrapping_sub(t) < count
     };
@@ -451,17 +457,7 @@ fn enhanced_title_start(bytes: &[u8], params: &RingParams) -> u32 {
             .map(|b| OpOwn::from_bits(b[1]))
     };
     let compressed = |op_own: OpOwn| op_own.format() == CqeFormat::Compressed.raw();
-    let title = |op_own: OpOwn| {
-        !compressed(op_own)
-            && matches!(
-                CqeOpcode::from_raw(op_own.opcode()),
-                CqeOpcode::Req
-                    | CqeOpcode::RespWrImm
-                    | CqeOpcode::RespSend
-                    | CqeOpcode::RespSendImm
-                    | CqeOpcode::RespSendInv
-            )
-    };
+    let title = |op_own: OpOwn| !compressed(op_own) && title_opcode(op_own);
     if !entry(params.ci).is_some_and(compressed) {
         return params.ci;
     }
