@@ -818,9 +818,10 @@ fn need<'a>(rec: &'a TraceRecord, key: &str) -> Result<&'a str, String> {
     param(rec, key).ok_or_else(|| format!("no `# {key}:` line"))
 }
 
-/// A number as trace records write it: decimal or `0x` hex.
+/// A number as trace records and their sources write it: decimal (`1024`)
+/// or hex (`0x1dbb`, `0X1DBB`).
 pub fn number(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x") {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16).ok(),
         None => s.parse().ok(),
     }

@@ -17,6 +17,7 @@
 
 use super::cqe::wc_status_spellings;
 use super::trace::{DecodedRecord, TraceRecord};
+use crate::trace_record::number;
 use mlx5dp::prm::WcStatus;
 use serde_json::Value;
 
@@ -97,14 +98,6 @@ pub const WQE_KEYS: &[&str] = &[
     "imm",
     "segments",
 ];
-
-/// A number as the sources print them: `0x1dbb` or decimal `1024`.
-fn number(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16).ok(),
-        None => s.parse().ok(),
-    }
-}
 
 /// `remote access error` and `remote_access_error` compare equal.
 fn normalise(s: &str) -> String {
