@@ -182,14 +182,26 @@ impl<'a> Doorbell<'a> {
             && ds * SEND_WQE_DS <= self.buf_size;
         if use_bf {
             let chunks = ds.div_ceil(SEND_WQE_BB / SEND_WQE_DS);
-            for (i, chunk) in p.last_wqe.iter().take(chunks).enumerate() {
-                // SAFETY: `i < chunks`, and `chunks * 64 <= buf_size`
-                // because `ds * 16 <= buf_size` (the test above) and
-                // `buf_size` (the halves' size) is a multiple of 64
-                // (checked by `BfHalves::new`): `(i + 1) * 64 <= buf_size`.
+            if let (1, Some(chunk)) = (chunks, p.last_wqe.first()) {
+                // The one-WQEBB WQE (most single work requests): one copy,
+                // no loop.
+                // SAFETY: chunk 0 of the half: `0 < ds * 16 <= buf_size`
+                // (the test above) and `buf_size` is a multiple of 64
+                // (checked by `BfHalves::new`), so `64 <= buf_size`.
                 #[allow(unsafe_code)]
                 unsafe {
-                    self.halves.write_chunk64(i, &chunk.0);
+                    self.halves.write_chunk64(0, &chunk.0);
+                }
+            } else {
+                for (i, chunk) in p.last_wqe.iter().take(chunks).enumerate() {
+                    // SAFETY: `i < chunks`, and `chunks * 64 <= buf_size`
+                    // because `ds * 16 <= buf_size` (the test above) and
+                    // `buf_size` (the halves' size) is a multiple of 64
+                    // (checked by `BfHalves::new`): `(i + 1) * 64 <= buf_size`.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        self.halves.write_chunk64(i, &chunk.0);
+                    }
                 }
             }
         } else if let Some(first) = p.last_wqe.first() {
