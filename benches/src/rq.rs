@@ -12,6 +12,13 @@
 //! The RQ has 256 WQEs of 16 bytes (`wqe_shift` 4: one data segment, no
 //! terminator, as libmlx5 builds it for `max_recv_sge = 1`).
 //!
+//! `rq/post_recv_list32`: the same WQEs posted 32 at a time by
+//! `Rq::post_list` (one space check, one counter update, one commit per
+//! list; `ibv_post_recv` with a chain of 32). The 256 work requests (one
+//! per ring entry, a buffer each) are the caller's array, built once
+//! outside the measured function: what is counted is the post, not the
+//! making of the list.
+//!
 //! `rq/post_srq_recv1` and `rq/post_srq_recv32`: the same posts on an SRQ
 //! (`Srq::post`: next WQE from the free list, data segment, shadow) of 256
 //! WQEs of 32 bytes (next segment and one data segment, as libmlx5 builds
@@ -21,7 +28,7 @@
 use mlx5dp::index::RingSize;
 use mlx5dp::mmio::DeviceWord;
 use mlx5dp::ring::RingBuf;
-use mlx5dp::rq::{Rq, Sge, Srq, SrqSlot};
+use mlx5dp::rq::{RecvWr, Rq, Sge, Srq, SrqSlot};
 
 use crate::{leak_raw, Scenario};
 
@@ -43,6 +50,17 @@ pub fn measured_rq_post(rq: &mut Rq<'static>, first: u64, n: u64, per: u64) {
             i += 1;
         }
         rq.commit();
+    }
+}
+
+/// Posts the first `n` work requests of `wrs` as lists of `per`
+/// (`n` is a multiple of `per`), each published by `Rq::post_list`.
+#[inline(never)]
+pub fn measured_rq_post_list(rq: &mut Rq<'static>, wrs: &[RecvWr], n: usize, per: usize) {
+    for list in wrs[..n].chunks_exact(per) {
+        if let Err(e) = rq.post_list(list) {
+            post_failed(e);
+        }
     }
 }
 
@@ -101,6 +119,42 @@ impl Scenario for PostScenario {
     fn measured(&mut self, n: u64) {
         measured_rq_post(&mut self.rq, self.next, n, self.per);
         self.next += n;
+    }
+}
+
+/// A cyclic RQ that [`Scenario::prepare`] keeps empty, posted by lists
+/// from a prepared array of one work request per ring entry.
+struct ListScenario {
+    name: &'static str,
+    rq: Rq<'static>,
+    wrs: Vec<RecvWr>,
+    per: u64,
+}
+
+impl Scenario for ListScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        "*measured_rq_post_list*"
+    }
+    fn unit(&self) -> &'static str {
+        "WQE"
+    }
+    fn granule(&self) -> u64 {
+        self.per
+    }
+    fn prepare(&mut self) -> u64 {
+        while self.rq.outstanding() > 0 {
+            let counter = self.rq.tail() as u16;
+            if let Err(e) = self.rq.retire(counter, false) {
+                panic!("retire failed: {e:?}");
+            }
+        }
+        u64::from(RQ_WQE_CNT)
+    }
+    fn measured(&mut self, n: u64) {
+        measured_rq_post_list(&mut self.rq, &self.wrs, n as usize, self.per as usize);
     }
 }
 
@@ -218,6 +272,17 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
     vec![
         post_scenario("rq/post_recv1", 1),
         post_scenario("rq/post_recv32", 32),
+        Box::new(ListScenario {
+            name: "rq/post_recv_list32",
+            rq: leak_rq(),
+            wrs: (0..u64::from(RQ_WQE_CNT))
+                .map(|i| RecvWr {
+                    wr_id: i,
+                    sge: recv_sge(i),
+                })
+                .collect(),
+            per: 32,
+        }),
         srq_scenario("rq/post_srq_recv1", 1),
         srq_scenario("rq/post_srq_recv32", 32),
     ]

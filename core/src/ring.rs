@@ -121,6 +121,36 @@ impl<'a> RingBuf<'a> {
         true
     }
 
+    /// Writes one 16-byte segment per pair of elements of `src` and
+    /// `side` (as many as the shorter holds), `seg(x, y)`, at consecutive
+    /// 16-byte positions from byte `offset` (taken modulo the ring
+    /// length): a run of one-segment receive WQEs, `side` being where each
+    /// one's wr_id is kept. The run does not wrap: returns `false` and
+    /// writes nothing (and calls `seg` on nothing) if `offset` is not a
+    /// multiple of 16 or `src.len()` segments would pass the ring's end.
+    #[inline(always)]
+    pub fn write16_run<T, U>(
+        &mut self,
+        offset: usize,
+        src: &[T],
+        side: &mut [U],
+        mut seg: impl FnMut(&T, &mut U) -> [u8; 16],
+    ) -> bool {
+        let at = offset & self.mask;
+        if at % 16 != 0 || src.len() > (self.len() - at) / 16 {
+            return false;
+        }
+        let dst = self.base.as_ptr().wrapping_add(at).cast::<[u8; 16]>();
+        for (k, (x, y)) in src.iter().zip(side).enumerate() {
+            // SAFETY: `k < src.len() <= (len - at) / 16`, so bytes
+            // `at + 16 k .. at + 16 k + 16` lie inside the ring, valid for
+            // writes (constructor contract); the segment is a local value,
+            // which cannot overlap ring memory.
+            unsafe { dst.add(k).write_unaligned(seg(x, y)) }
+        }
+        true
+    }
+
     /// Copies whole 64-byte blocks (WQEBBs) into the ring from byte `offset`
     /// (taken modulo the ring length, a multiple of 64), wrapping at the end
     /// between blocks: one fixed-size copy per block, no `memcpy` call.

@@ -13,8 +13,13 @@
 //! A mismatch stops the test at that case; the counts are printed (run with
 //! `--nocapture`).
 //!
+//! `post_list_matches_libmlx5_single_sge_chains` replays the same files'
+//! chains of one-SGE work requests through the core's `Rq::post_list`
+//! directly (all or nothing: a chain libmlx5 refused part of must be
+//! refused whole and change nothing).
+//!
 //! `MLX5DP_RQ_CASES=/path` replays that file (same format) instead of the
-//! sample.
+//! sample (and of the random cases, in the list test).
 
 #![expect(
     clippy::unwrap_used,
@@ -216,4 +221,159 @@ fn encode_recv_matches_libmlx5_golden_vectors() {
 #[test]
 fn encode_recv_matches_libmlx5_oracle_random_cases() {
     replay("specs/golden/libmlx5-oracle/rq-random.txt", ORACLE_RANDOM);
+}
+
+/// What one case of `text` says of `Rq::post_list`, for the cases it can
+/// express: every work request of at most one SGE (no SGE is a zero-length
+/// one: both leave the terminator alone in the WQE), the QP not in RESET,
+/// `rq_max_post` equal to the ring (the core's limit). libmlx5 accepted the
+/// whole chain: the list must be accepted and write every byte libmlx5
+/// wrote, the same wr_ids in the same slots and the same doorbell record.
+/// libmlx5 refused a work request (the queue full): the list must be
+/// refused whole, the ring, the record and the counters untouched.
+/// Returns (accepted, refused) cases compared.
+fn replay_list(label: &str, text: &str) -> (usize, usize) {
+    use mlx5dp::rq::{RecvWr, RqError, Sge};
+    use mlx5dp_setup::encode::memory::RecvMemory;
+    const FILL: u32 = 0xa5a5_a5a5;
+    let (mut accepted, mut refused) = (0, 0);
+    for c in cases(text) {
+        let kv = |k: &str| num(&c.kv[k]);
+        let nwr = kv("nwr");
+        let cnt = kv("rq_wqe_cnt") as u32;
+        if c.kv["qp_state"] == "RESET"
+            || kv("rq_max_post") as u32 != cnt
+            || (0..nwr).any(|i| kv(&format!("wr{i}.num_sge")) > 1)
+        {
+            continue;
+        }
+        let a = args(&c);
+        let shift = a.wqe_shift;
+        let stride = 1u32 << shift;
+        let mem = RecvMemory::new(cnt, shift).unwrap();
+        let mut wrid = vec![0u64; cnt as usize];
+        let prefill = a.outstanding.min(cnt);
+        let mut rq = mem.rq(&mut wrid, a.head.wrapping_sub(prefill)).unwrap();
+        rq.set_doorbell_enabled(a.config().doorbell);
+        for _ in 0..prefill {
+            rq.post(0, &[]).unwrap();
+        }
+        mem.set_dbrec(FILL).unwrap();
+        let wrs: Vec<RecvWr> = (0..nwr)
+            .map(|i| {
+                let g = |f: &str| num(&c.kv[&format!("wr{i}.sge0.{f}")]);
+                let one = kv(&format!("wr{i}.num_sge")) == 1;
+                RecvWr {
+                    wr_id: kv(&format!("wr{i}.wr_id")),
+                    sge: if one {
+                        Sge {
+                            addr: g("addr"),
+                            length: g("length") as u32,
+                            lkey: g("lkey") as u32,
+                        }
+                    } else {
+                        Sge {
+                            addr: 0x1234,
+                            length: 0,
+                            lkey: 0x5678,
+                        }
+                    },
+                }
+            })
+            .collect();
+        let ring_before: Vec<Vec<u8>> = (0..cnt).map(|s| mem.wqe(s, stride).unwrap()).collect();
+        let head = rq.head();
+        let got = rq.post_list(&wrs);
+        if kv("out.ret") == 0 {
+            assert_eq!(got, Ok(()), "{label} {}", c.name);
+            accepted += 1;
+            for (slot, (bytes, mask)) in &c.wqes {
+                let ours = mem.wqe(*slot as u32, stride).unwrap();
+                for j in 0..bytes.len() {
+                    if mask[j] == b'x' {
+                        assert_eq!(ours[j], bytes[j], "{label} {}: WQE {slot} byte {j}", c.name);
+                    }
+                }
+            }
+            // Nothing outside the WQEs libmlx5 wrote.
+            for s in 0..cnt {
+                if !c.wqes.contains_key(&u64::from(s)) {
+                    assert_eq!(
+                        mem.wqe(s, stride).unwrap(),
+                        ring_before[s as usize],
+                        "{label} {}: slot {s}",
+                        c.name
+                    );
+                }
+            }
+            let want = if c.kv["out.dbrec_written"] == "1" {
+                u32::from_be_bytes(unhex(&c.kv["out.dbrec_bytes"])[..4].try_into().unwrap())
+            } else {
+                FILL
+            };
+            assert_eq!(
+                mem.dbrec().unwrap(),
+                want,
+                "{label} {}: doorbell record",
+                c.name
+            );
+            assert_eq!(
+                rq.head(),
+                head.wrapping_add(nwr as u32),
+                "{label} {}",
+                c.name
+            );
+            for (k, v) in &c.kv {
+                if let Some(slot) = k.strip_prefix("out.rq_slot") {
+                    let want = num(v.strip_prefix("wrid:").unwrap());
+                    assert_eq!(
+                        wrid[num(slot) as usize],
+                        want,
+                        "{label} {}: wr_id of slot {slot}",
+                        c.name
+                    );
+                }
+            }
+        } else {
+            assert_eq!(
+                kv("out.ret"),
+                12,
+                "{label} {}: only ENOMEM is expressible",
+                c.name
+            );
+            assert_eq!(got, Err(RqError::QueueFull), "{label} {}", c.name);
+            refused += 1;
+            for s in 0..cnt {
+                assert_eq!(
+                    mem.wqe(s, stride).unwrap(),
+                    ring_before[s as usize],
+                    "{label} {}: slot {s}",
+                    c.name
+                );
+            }
+            assert_eq!(mem.dbrec().unwrap(), FILL, "{label} {}", c.name);
+            assert_eq!(rq.head(), head, "{label} {}", c.name);
+        }
+    }
+    println!("post_list against libmlx5 ({label}): {accepted} accepted and {refused} refused chains compared");
+    (accepted, refused)
+}
+
+/// `Rq::post_list` against the chains of one-SGE work requests libmlx5
+/// posted (the sample and the random cases, or the file of
+/// `MLX5DP_RQ_CASES`).
+#[test]
+fn post_list_matches_libmlx5_single_sge_chains() {
+    let (a, r) = match std::env::var("MLX5DP_RQ_CASES") {
+        Ok(p) => replay_list(&p, &std::fs::read_to_string(&p).unwrap()),
+        Err(_) => {
+            let s = replay_list("specs/golden/libmlx5/rq-cases.txt", GOLDEN);
+            let o = replay_list("specs/golden/libmlx5-oracle/rq-random.txt", ORACLE_RANDOM);
+            (s.0 + o.0, s.1 + o.1)
+        }
+    };
+    assert!(
+        a > 0 && r > 0,
+        "no chain compared: {a} accepted, {r} refused"
+    );
 }

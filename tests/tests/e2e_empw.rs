@@ -13,7 +13,7 @@
 
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use mlx5dp::prm::{CqeOpcode, Syndrome, WcStatus};
-use mlx5dp::rq::{Rq, Sge as RSge};
+use mlx5dp::rq::{RecvWr, Rq, Sge as RSge};
 use mlx5dp::sq::mpw::{
     CloseReason, CqePolicy, Empw, LegacyMpw, Packet, PacketBuf, SingleWqe, TxConfig, TxFrame,
     TxMode, TxOffload, TxQueue, TxStats,
@@ -104,7 +104,18 @@ fn rig<M: TxMode>(be: EmuBackend, cfg: TxConfig) -> Rig<M> {
         &cq,
         Some(&cq),
     );
-    let b = f.qp(QpSpec::new(QpType::RawPacket), &cq, Some(&cq));
+    // One SGE per receive WQE (16-byte stride): `Rq::post_list`'s run path.
+    let b = f.qp(
+        QpSpec {
+            rq: mlx5dp_setup::emu::RqInit::Cyclic {
+                wqe_cnt: RQ_WQES as u32,
+                max_sge: 1,
+            },
+            ..QpSpec::new(QpType::RawPacket)
+        },
+        &cq,
+        Some(&cq),
+    );
     f.ud_up(a.qpn, 0);
     f.ud_up(b.qpn, 0);
     f.be.add_flow(FlowRule {
@@ -141,24 +152,22 @@ fn rig<M: TxMode>(be: EmuBackend, cfg: TxConfig) -> Rig<M> {
 }
 
 impl<M: TxMode> Rig<M> {
+    /// Posts `n` receives as one list (`Rq::post_list`, which publishes
+    /// them), a buffer slot each.
     fn post_recv(&mut self, n: usize) {
-        for _ in 0..n {
-            let id = self.rx_posted;
-            let slot = id as usize % RQ_WQES;
-            self.q
-                .rq
-                .post(
-                    id,
-                    &[RSge {
-                        addr: self.rxbuf.addr(slot * SLOT),
-                        length: SLOT as u32,
-                        lkey: self.rxbuf.key,
-                    }],
-                )
-                .expect("post recv");
-            self.rx_posted += 1;
-        }
-        self.q.rq.commit();
+        let first = self.rx_posted;
+        let wrs: Vec<RecvWr> = (first..first + n as u64)
+            .map(|id| RecvWr {
+                wr_id: id,
+                sge: RSge {
+                    addr: self.rxbuf.addr(id as usize % RQ_WQES * SLOT),
+                    length: SLOT as u32,
+                    lkey: self.rxbuf.key,
+                },
+            })
+            .collect();
+        self.q.rq.post_list(&wrs).expect("post recv");
+        self.rx_posted += n as u64;
     }
 
     fn poll_until(&mut self, mut done: impl FnMut(&Qs<M>) -> bool) {

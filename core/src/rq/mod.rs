@@ -56,6 +56,17 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// One receive work request of one scatter entry: an element of the list
+/// [`Rq::post_list`] posts (`struct ibv_recv_wr` with `num_sge = 1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Returned with the completion.
+    pub wr_id: u64,
+    /// Where the message lands (a zero length posts a WQE of no segment,
+    /// as [`Rq::post`] does when it skips a zero-length SGE).
+    pub sge: Sge,
+}
+
 /// The data segment of `sge`: `byte_count`, `lkey`, `addr`, big-endian.
 #[inline(always)]
 pub(crate) fn data_seg(sge: &Sge) -> [u8; 16] {
