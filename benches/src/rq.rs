@@ -19,7 +19,8 @@
 //! outside the measured function: what is counted is the post, not the
 //! making of the list.
 //!
-//! `rq/post_srq_recv1` and `rq/post_srq_recv32`: the same posts on an SRQ
+//! `rq/post_srq_recv1`, `rq/post_srq_recv32` and
+//! `rq/post_srq_recv_list32` (`Srq::post_list`): the same posts on an SRQ
 //! (`Srq::post`: next WQE from the free list, data segment, shadow) of 256
 //! WQEs of 32 bytes (next segment and one data segment, as libmlx5 builds
 //! it for `max_sge = 1`); `prepare` retires the posted WQEs in order
@@ -59,6 +60,16 @@ pub fn measured_rq_post(rq: &mut Rq<'static>, first: u64, n: u64, per: u64) {
 pub fn measured_rq_post_list(rq: &mut Rq<'static>, wrs: &[RecvWr], n: usize, per: usize) {
     for list in wrs[..n].chunks_exact(per) {
         if let Err(e) = rq.post_list(list) {
+            post_failed(e);
+        }
+    }
+}
+
+/// [`measured_rq_post_list`] on an SRQ (`Srq::post_list`).
+#[inline(never)]
+pub fn measured_srq_post_list(srq: &mut Srq<'static>, wrs: &[RecvWr], n: usize, per: usize) {
+    for list in wrs[..n].chunks_exact(per) {
+        if let Err(e) = srq.post_list(list) {
             post_failed(e);
         }
     }
@@ -169,6 +180,9 @@ struct SrqScenario {
     counter: u32,
     per: u64,
     next: u64,
+    /// Posted as lists of `per` from these work requests (one per WQE of
+    /// the ring), not one by one.
+    list: Option<Vec<RecvWr>>,
 }
 
 impl Scenario for SrqScenario {
@@ -176,7 +190,11 @@ impl Scenario for SrqScenario {
         self.name
     }
     fn symbol(&self) -> &'static str {
-        "*measured_srq_post*"
+        if self.list.is_some() {
+            "*measured_srq_post_list*"
+        } else {
+            "*measured_srq_post*"
+        }
     }
     fn unit(&self) -> &'static str {
         "WQE"
@@ -204,12 +222,15 @@ impl Scenario for SrqScenario {
         u64::from(self.srq.capacity()) / self.per * self.per
     }
     fn measured(&mut self, n: u64) {
-        measured_srq_post(&mut self.srq, self.next, n, self.per);
+        match &self.list {
+            Some(wrs) => measured_srq_post_list(&mut self.srq, wrs, n as usize, self.per as usize),
+            None => measured_srq_post(&mut self.srq, self.next, n, self.per),
+        }
         self.next += n;
     }
 }
 
-fn srq_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
+fn srq_scenario(name: &'static str, per: u64, list: bool) -> Box<dyn Scenario> {
     let size = RingSize::new(RQ_WQE_CNT).expect("size");
     let bytes = (RQ_WQE_CNT as usize) << 5;
     let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
@@ -230,6 +251,14 @@ fn srq_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
         srq,
         per,
         next: 0,
+        list: list.then(|| {
+            (0..u64::from(RQ_WQE_CNT))
+                .map(|i| RecvWr {
+                    wr_id: i,
+                    sge: recv_sge(i),
+                })
+                .collect()
+        }),
     })
 }
 
@@ -283,7 +312,8 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
                 .collect(),
             per: 32,
         }),
-        srq_scenario("rq/post_srq_recv1", 1),
-        srq_scenario("rq/post_srq_recv32", 32),
+        srq_scenario("rq/post_srq_recv1", 1, false),
+        srq_scenario("rq/post_srq_recv32", 32, false),
+        srq_scenario("rq/post_srq_recv_list32", 32, true),
     ]
 }

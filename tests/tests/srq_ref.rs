@@ -40,7 +40,7 @@
 )]
 
 use mlx5dp::cq::LookupError;
-use mlx5dp::rq::{RqError, Sge, Srq, SrqParts, SrqSlot};
+use mlx5dp::rq::{RecvWr, RqError, Sge, Srq, SrqParts, SrqSlot};
 use std::ptr::NonNull;
 
 const REPRO: &str = include_str!("../refcheck/srq-repro-cases.txt");
@@ -155,10 +155,16 @@ struct Tally {
     /// Completions naming a free WQE, refused by the core (libmlx5 would
     /// return a stale wr_id and relink it: a deliberate difference).
     refused_free: usize,
+    /// Lists mode: chains posted whole by `Srq::post_list`, and refused
+    /// whole (then posted one by one as libmlx5 did).
+    lists_posted: usize,
+    lists_refused: usize,
     diffs: Vec<String>,
 }
 
-fn replay(sc: &Scenario, t: &mut Tally) {
+/// Replays one scenario; `lists`: chains of one-SGE work requests go
+/// through `Srq::post_list` (all or nothing) instead of one post each.
+fn replay(sc: &Scenario, t: &mut Tally, lists: bool) {
     let mut it = sc.lines.iter().peekable();
     let cfg = it.next().unwrap();
     assert_eq!(cfg[0], "srq", "{}", sc.name);
@@ -242,9 +248,41 @@ fn replay(sc: &Scenario, t: &mut Tally) {
                     wrs.push((num(&wr[1]), sges));
                 }
                 t.wrs += k;
-                // mlx5_post_srq_recv: in list order, stop at the first refusal.
                 let (mut err, mut bad) = (0i64, -1i64);
-                for (i, (wr_id, sges)) in wrs.iter().enumerate() {
+                // Lists mode: a chain of one-SGE work requests goes through
+                // `Srq::post_list`; refused (the SRQ has too few free WQEs),
+                // it must change nothing, and libmlx5's partial post is then
+                // reproduced one by one below.
+                let mut listed = false;
+                if lists && wrs.iter().all(|(_, g)| g.len() == 1) {
+                    let list: Vec<RecvWr> = wrs
+                        .iter()
+                        .map(|(wr_id, g)| RecvWr {
+                            wr_id: *wr_id,
+                            sge: g[0],
+                        })
+                        .collect();
+                    let before = (mem.bytes(), mem.dbrec(), srq.head(), srq.counter());
+                    match srq.post_list(&list) {
+                        Ok(()) => {
+                            t.lists_posted += 1;
+                            listed = true;
+                        }
+                        Err(RqError::QueueFull) => {
+                            t.lists_refused += 1;
+                            let after = (mem.bytes(), mem.dbrec(), srq.head(), srq.counter());
+                            if after != before {
+                                diff(format!("op {op}: a refused list changed the SRQ"));
+                            }
+                            if it.peek().is_some_and(|r| r[0] == "ret" && r[1] == "0") {
+                                diff(format!("op {op}: list refused, libmlx5 posted it whole"));
+                            }
+                        }
+                        Err(e) => diff(format!("op {op}: list: unexpected {e:?}")),
+                    }
+                }
+                // mlx5_post_srq_recv: in list order, stop at the first refusal.
+                for (i, (wr_id, sges)) in wrs.iter().enumerate().filter(|_| !listed) {
                     let head = srq.head();
                     match srq.post(*wr_id, sges) {
                         Ok(ind) if ind == head => {}
@@ -363,10 +401,10 @@ fn replay(sc: &Scenario, t: &mut Tally) {
     t.diffs.append(&mut diffs);
 }
 
-fn run(text: &str) -> Tally {
+fn run(text: &str, lists: bool) -> Tally {
     let mut t = Tally::default();
     for sc in scenarios(text) {
-        replay(&sc, &mut t);
+        replay(&sc, &mut t, lists);
     }
     println!(
         "srq_ref: {} scenarios, {} posts ({} WRs), {} completions, {} differences; \
@@ -378,6 +416,12 @@ fn run(text: &str) -> Tally {
         t.diffs.len(),
         t.refused_free
     );
+    if lists {
+        println!(
+            "srq_ref lists: {} one-SGE chains posted by post_list, {} refused whole",
+            t.lists_posted, t.lists_refused
+        );
+    }
     for d in t.diffs.iter().take(40) {
         println!("  {d}");
     }
@@ -390,7 +434,7 @@ fn srq_matches_the_libmlx5_model() {
         |_| REPRO.to_string(),
         |p| std::fs::read_to_string(p).unwrap(),
     );
-    let t = run(&text);
+    let t = run(&text, false);
     assert!(t.scenarios > 0, "no scenario");
     assert!(t.diffs.is_empty(), "{} differences", t.diffs.len());
 }
@@ -398,9 +442,35 @@ fn srq_matches_the_libmlx5_model() {
 /// The scenarios libmlx5.a's own code computed (`srq_gen`), always replayed.
 #[test]
 fn srq_matches_libmlx5_object_code() {
-    let t = run(ORACLE);
+    let t = run(ORACLE, false);
     assert!(t.scenarios >= 100, "only {} scenarios", t.scenarios);
     assert!(t.diffs.is_empty(), "{} differences", t.diffs.len());
+}
+
+/// The same scenarios (model's and libmlx5.a's, or `MLX5DP_SRQ_CASES`)
+/// with every chain of one-SGE work requests posted by `Srq::post_list`:
+/// the same WQEs, links, doorbell records and wr_ids where libmlx5 posted
+/// the chain whole, the SRQ untouched where it refused part of it.
+#[test]
+fn srq_lists_match_libmlx5() {
+    let t = match std::env::var(CASES_ENV) {
+        Ok(p) => run(&std::fs::read_to_string(p).unwrap(), true),
+        Err(_) => {
+            let mut t = run(REPRO, true);
+            let o = run(ORACLE, true);
+            t.lists_posted += o.lists_posted;
+            t.lists_refused += o.lists_refused;
+            t.diffs.extend(o.diffs);
+            t
+        }
+    };
+    assert!(t.diffs.is_empty(), "{} differences", t.diffs.len());
+    assert!(
+        t.lists_posted > 0 && t.lists_refused > 0,
+        "no list compared: {} posted, {} refused",
+        t.lists_posted,
+        t.lists_refused
+    );
 }
 
 /// Creation over memory libmlx5 did not zero: the core writes each WQE's

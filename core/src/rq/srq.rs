@@ -29,7 +29,7 @@
 //! computed from completions (it lags the device, which counts a WQE gone
 //! when it consumes it, not when software polls its CQE).
 
-use super::{RqError, Sge};
+use super::{RecvWr, RqError, Sge};
 use crate::barrier;
 use crate::cq::{LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use crate::index::{in_flight, wq_counter16, RingSize};
@@ -289,6 +289,69 @@ impl<'a> Srq<'a> {
         Ok(ind)
     }
 
+    /// Posts a list of one-SGE receives and publishes them
+    /// (`ibv_post_srq_recv` with a chain of work requests), all or nothing:
+    /// the WQEs, links taken, shadow and doorbell record are those of
+    /// [`Self::post`] for each element in order, then [`Self::commit`].
+    ///
+    /// A list longer than the free WQEs (`capacity - outstanding`) is
+    /// refused with [`RqError::QueueFull`] before anything is written
+    /// (libmlx5 posts the work requests that fit and names the first that
+    /// does not). An empty list writes nothing, not even the doorbell
+    /// record (as libmlx5 with no work request): receives posted earlier
+    /// with [`Self::post`] still wait for their [`Self::commit`].
+    #[inline]
+    pub fn post_list(&mut self, wrs: &[RecvWr]) -> Result<(), RqError> {
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        let free = self.capacity() - self.outstanding;
+        if wrs.len() > free as usize {
+            return Err(RqError::QueueFull);
+        }
+        let (ind, counter) = if self.max_sge() == 1 {
+            self.write_list::<false>(wrs)
+        } else {
+            self.write_list::<true>(wrs)
+        };
+        self.outstanding += counter.wrapping_sub(self.counter);
+        self.counter = counter;
+        self.head = ind;
+        self.commit();
+        Ok(())
+    }
+
+    /// [`Self::post_list`]'s writes, from `head` along the free list (which
+    /// holds the whole list): each WQE's data segment (and terminator, if
+    /// the WQE holds more than one SGE) and shadow slot. Returns the new
+    /// head and counter.
+    #[inline(always)]
+    fn write_list<const TERMINATOR: bool>(&mut self, wrs: &[RecvWr]) -> (u16, u32) {
+        let shift = self.wqe_shift;
+        let mut ind = self.head;
+        let mut counter = self.counter;
+        for wr in wrs {
+            // Every link in the free list names a WQE of the ring, and the
+            // list holds the whole list before `tail`: never `None`.
+            let Some(slot) = self.slots.get_mut(usize::from(ind)) else {
+                break;
+            };
+            let base = (usize::from(ind) << shift) + SrqNextSeg::SIZE;
+            // The SGE as given, zero length included (`mlx5_post_srq_recv`).
+            self.ring.write16(base, super::data_seg(&wr.sge));
+            if TERMINATOR {
+                self.ring
+                    .write16(base + DataSeg::SIZE, super::TERMINATOR_SEG);
+            }
+            slot.wr_id = wr.wr_id;
+            slot.seq = counter;
+            slot.posted = true;
+            ind = slot.next;
+            counter = counter.wrapping_add(1);
+        }
+        (ind, counter)
+    }
+
     /// Publishes every posted WQE: to-device barrier, then
     /// `dbrec = BE32(counter & 0xffff)`.
     #[inline]
@@ -432,7 +495,7 @@ mod tests {
     //! `mlx5_post_srq_recv`, `mlx5_free_srq_wqe`); the golden file
     //! `specs/golden/libmlx5/rq-cases.txt` has no SRQ case, so the bytes
     //! below are derived from those functions.
-    use super::super::test_mem::{hex, resp_cqe, CqMem, Mem};
+    use super::super::test_mem::{hex, resp_cqe, CqMem, Mem, Rng};
     use super::super::NoOtherQueues;
     use super::*;
     use crate::cq::PollError;
@@ -460,6 +523,127 @@ mod tests {
         slots: &'a mut [SrqSlot],
     ) -> Srq<'a> {
         Srq::new(mem.ring(), RingSize::new(n).unwrap(), shift, db, slots).unwrap()
+    }
+
+    /// `post_list` writes what `post` for each element and `commit`
+    /// write (WQEs, links, shadow, doorbell record, counters), and a list
+    /// longer than the free WQEs changes nothing: strides of one SGE (no
+    /// terminator) and more, free lists reordered by out-of-order retires,
+    /// the 16-bit counter's wrap, zero-length SGEs (written as given), an
+    /// empty list (which writes no record, even with posts unpublished).
+    #[test]
+    fn post_list_equals_posts_then_commit() {
+        let mut rng = Rng(0x0123_4567_89ab_cdef);
+        let rounds = if cfg!(miri) { 30 } else { 1500 };
+        for round in 0..rounds {
+            let n = 2u32 << rng.below(6);
+            let shift = 5 + rng.below(3) as u8;
+            let len = (n as usize) << shift;
+            let (ma, da, mut sa) = setup(n, shift);
+            let (mb, db, mut sb) = setup(n, shift);
+            {
+                let mut a = srq(&ma, n, shift, &da, &mut sa);
+                let mut b = srq(&mb, n, shift, &db, &mut sb);
+                let mut posted: Vec<u16> = Vec::new();
+                // A history: posts and out-of-order retires, identical on
+                // both queues, so that the free list is shuffled (and the
+                // counter sometimes past 2^16).
+                for _ in 0..rng.below(3 * u64::from(n)) {
+                    if rng.below(2) == 0 && a.outstanding() < a.capacity() {
+                        let g = sge(rng.next(), 1, 2);
+                        let i = a.post(7, &[g]).unwrap();
+                        assert_eq!(b.post(7, &[g]), Ok(i));
+                        posted.push(i);
+                        a.commit();
+                        b.commit();
+                    } else if !posted.is_empty() {
+                        let i = posted.swap_remove(rng.below(posted.len() as u64) as usize);
+                        assert_eq!(a.retire(i), b.retire(i));
+                    }
+                }
+                // Now and then (not under Miri: tens of thousands of
+                // posts) the counter is taken to just below 2^16, so that
+                // the list crosses the doorbell record's wrap.
+                if !cfg!(miri) && rng.below(16) == 0 {
+                    let target = 65_536 - rng.below(u64::from(n)) as u32;
+                    while a.counter() < target && a.outstanding() < a.capacity() {
+                        let i = a.post(1, &[]).unwrap();
+                        assert_eq!(b.post(1, &[]), Ok(i));
+                        a.commit();
+                        b.commit();
+                        assert_eq!(a.retire(i), b.retire(i));
+                    }
+                }
+                // Sometimes a post or two left unpublished: the list's
+                // commit publishes them too, and an empty list leaves them
+                // for a later commit.
+                for _ in 0..rng.below(3) {
+                    if a.outstanding() < a.capacity() {
+                        let g = sge(rng.next(), 1, 2);
+                        let i = a.post(9, &[g]).unwrap();
+                        assert_eq!(b.post(9, &[g]), Ok(i));
+                    }
+                }
+                let k = rng.below(u64::from(n) + 2) as usize;
+                let wrs: Vec<RecvWr> = (0..k)
+                    .map(|_| RecvWr {
+                        wr_id: rng.next(),
+                        sge: sge(
+                            rng.next(),
+                            if rng.below(5) == 0 {
+                                0
+                            } else {
+                                rng.next() as u32
+                            },
+                            rng.next() as u32,
+                        ),
+                    })
+                    .collect();
+                // The record poisoned: a list writes it only if it posts.
+                da.write(0xa5a5_a5a5);
+                db.write(0xa5a5_a5a5);
+                let before = (
+                    ma.bytes(0, len),
+                    da.read(),
+                    a.head(),
+                    a.counter(),
+                    a.outstanding(),
+                );
+                let fits = k <= (a.capacity() - a.outstanding()) as usize;
+                let got = a.post_list(&wrs);
+                if fits {
+                    assert_eq!(got, Ok(()), "round {round}");
+                    for wr in &wrs {
+                        b.post(wr.wr_id, &[wr.sge]).unwrap();
+                    }
+                    // libmlx5 writes no record for an empty chain.
+                    if k > 0 {
+                        b.commit();
+                    }
+                } else {
+                    assert_eq!(got, Err(RqError::QueueFull), "round {round}");
+                    let after = (
+                        ma.bytes(0, len),
+                        da.read(),
+                        a.head(),
+                        a.counter(),
+                        a.outstanding(),
+                    );
+                    assert!(
+                        before == after,
+                        "round {round}: a refused list changed the queue"
+                    );
+                }
+                assert_eq!(ma.bytes(0, len), mb.bytes(0, len), "round {round}: ring");
+                assert_eq!(da.read(), db.read(), "round {round}: doorbell record");
+                assert_eq!(
+                    (a.head(), a.tail(), a.counter(), a.outstanding()),
+                    (b.head(), b.tail(), b.counter(), b.outstanding()),
+                    "round {round}"
+                );
+            }
+            assert_eq!(sa, sb, "round {round}: shadow");
+        }
     }
 
     /// The `next_wqe_index` the ring holds for WQE `i`.

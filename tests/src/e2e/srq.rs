@@ -5,7 +5,7 @@
 //! the core writes.
 
 use mlx5dp::cq::{LookupError, StrideCompletion};
-use mlx5dp::rq::{MprqSlot, RqError, Sge, Srq, SrqSlot, StridingParams, StridingRq};
+use mlx5dp::rq::{MprqSlot, RecvWr, RqError, Sge, Srq, SrqSlot, StridingParams, StridingRq};
 use mlx5dp_setup::backend::Buffer;
 use mlx5dp_setup::emu::{CoreRq, EmuRqKind};
 
@@ -81,6 +81,20 @@ impl TestSrq {
             .map(|&(addr, lkey, length)| Sge { addr, length, lkey })
             .collect();
         self.srq.post(wr_id, &sges)?;
+        Ok(())
+    }
+
+    /// Posts a list of one-SGE receives and publishes them, all or
+    /// nothing (`Srq::post_list`): `(wr_id, (addr, lkey, length))` each.
+    pub fn post_list(&mut self, wrs: &[(u64, (u64, u32, u32))]) -> Result<(), RecvPostError> {
+        let wrs: Vec<RecvWr> = wrs
+            .iter()
+            .map(|&(wr_id, (addr, lkey, length))| RecvWr {
+                wr_id,
+                sge: Sge { addr, length, lkey },
+            })
+            .collect();
+        self.srq.post_list(&wrs)?;
         Ok(())
     }
 

@@ -161,20 +161,22 @@ pub fn xrc_across_two_domains<B: Backend>(be: B) {
         f.be.connect(ini.qpn, tgt.qpn, Default::default())
             .expect("connect");
         let mut s = TestSrq::new(&srq.rq);
-        for i in 0..8u64 {
-            let id = u64::from(d) * 0x100 + i;
-            s.post(
-                id,
-                &[(
-                    buf.addr(0x8000 * d as usize + 1024 * i as usize),
-                    buf.key,
-                    1024,
-                )],
-            )
-            .expect("srq post");
-            ledger.recv(srq.srqn.0, id);
-        }
-        s.commit();
+        // One list of eight (`Srq::post_list`, which publishes it).
+        let wrs: Vec<(u64, (u64, u32, u32))> = (0..8u64)
+            .map(|i| {
+                let id = u64::from(d) * 0x100 + i;
+                ledger.recv(srq.srqn.0, id);
+                (
+                    id,
+                    (
+                        buf.addr(0x8000 * d as usize + 1024 * i as usize),
+                        buf.key,
+                        1024,
+                    ),
+                )
+            })
+            .collect();
+        s.post_list(&wrs).expect("srq post");
         q.srqs.insert(srq.srqn.0, s);
         q.attach_srq(tgt.qpn.0, srq.srqn.0);
         q.sqs.insert(ini.qpn.0, f.send_queue(ini));
