@@ -30,7 +30,7 @@ use crate::emu::device::FlowRule;
 use crate::emu::{Access, Cqn, EmuEvent, Pdn, QpInit, QpType, RqInit};
 use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use mlx5dp::prm::{CqeOpcode, WcStatus};
-use mlx5dp::rq::{Rq, Sge as RSge};
+use mlx5dp::rq::{RecvWr, Rq, Sge as RSge};
 use mlx5dp::sq::mpw::{
     CqePolicy, Empw, Packet, PacketBuf, SingleWqe, TxConfig, TxFrame, TxMode, TxOffload, TxQueue,
 };
@@ -532,10 +532,7 @@ pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
         q.striding = Some(srq);
     } else {
         let mut rq = rig::recv_queue(h)?;
-        for i in 0..4096u32 {
-            post(&mut rq, &rbuf, i, slot)?;
-        }
-        rq.commit();
+        repost(&mut rq, &rbuf, 4096, slot)?;
         q.cyclic = Some(rq);
     }
     let batch = o.batch as usize;
@@ -592,13 +589,7 @@ pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
                 srq.refill();
             }
         } else if let Some(rq) = q.cyclic.as_mut() {
-            for _ in 0..got {
-                let k = rq.head();
-                post(rq, &rbuf, k, slot)?;
-            }
-            if got > 0 {
-                rq.commit();
-            }
+            repost(rq, &rbuf, got, slot)?;
         }
         loops += 1;
         if loops % EVENTS_EVERY == 0 {
@@ -683,16 +674,38 @@ pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
     })
 }
 
-/// Posts cyclic receive `k` into its slot.
-fn post(rq: &mut Rq<'static>, buf: &Buffer, k: u32, slot: usize) -> Result<(), PerfError> {
-    let off = (k as usize % 4096) * slot;
-    rq.post(
-        u64::from(k),
-        &[RSge {
-            addr: buf.addr(off),
-            length: slot as u32,
-            lkey: buf.key,
-        }],
-    )
-    .map_err(|e| PerfError::run(format!("post receive: {e:?}")))
+/// Posts the next `n` cyclic receives, receive `k` (the producer counter
+/// it is posted at, also its wr_id) into slot `k % 4096` of `buf`, as
+/// lists of at most 64 (`Rq::post_list`: one space check and one doorbell
+/// record per list, as testpmd's refill posts its burst).
+fn repost(rq: &mut Rq<'static>, buf: &Buffer, n: u64, slot: usize) -> Result<(), PerfError> {
+    const LIST: usize = 64;
+    let mut wrs = [RecvWr {
+        wr_id: 0,
+        sge: RSge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        },
+    }; LIST];
+    let mut left = n;
+    while left > 0 {
+        let len = left.min(LIST as u64) as usize;
+        let head = rq.head();
+        for (i, wr) in wrs.iter_mut().take(len).enumerate() {
+            let k = head.wrapping_add(i as u32);
+            *wr = RecvWr {
+                wr_id: u64::from(k),
+                sge: RSge {
+                    addr: buf.addr((k as usize % 4096) * slot),
+                    length: slot as u32,
+                    lkey: buf.key,
+                },
+            };
+        }
+        rq.post_list(&wrs[..len])
+            .map_err(|e| PerfError::run(format!("post receive: {e:?}")))?;
+        left -= len as u64;
+    }
+    Ok(())
 }
