@@ -17,7 +17,8 @@
 //! list; `ibv_post_recv` with a chain of 32). The 256 work requests (one
 //! per ring entry, a buffer each) are the caller's array, built once
 //! outside the measured function: what is counted is the post, not the
-//! making of the list.
+//! making of the list. `rq/post_recv_list32_sse41`: the same with the
+//! SSE4.1 segment builder (`Rq::set_sse41`; only where the CPU has SSE4.1).
 //!
 //! `rq/post_srq_recv1`, `rq/post_srq_recv32` and
 //! `rq/post_srq_recv_list32` (`Srq::post_list`): the same posts on an SRQ
@@ -296,24 +297,40 @@ fn post_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
     })
 }
 
-/// Every receive-queue scenario.
+/// `rq/post_recv_list32*`: lists of 32 from the 256 prepared work
+/// requests, with or without the SSE4.1 segment builder (`Rq::set_sse41`).
+fn list_scenario(name: &'static str, sse41: Option<mlx5dp::cpu::Sse41>) -> Box<dyn Scenario> {
+    let mut rq = leak_rq();
+    rq.set_sse41(sse41);
+    Box::new(ListScenario {
+        name,
+        rq,
+        wrs: (0..u64::from(RQ_WQE_CNT))
+            .map(|i| RecvWr {
+                wr_id: i,
+                sge: recv_sge(i),
+            })
+            .collect(),
+        per: 32,
+    })
+}
+
+/// Every receive-queue scenario (`rq/post_recv_list32_sse41` where the CPU
+/// has SSE4.1).
 pub fn all() -> Vec<Box<dyn Scenario>> {
-    vec![
+    let mut all = vec![
         post_scenario("rq/post_recv1", 1),
         post_scenario("rq/post_recv32", 32),
-        Box::new(ListScenario {
-            name: "rq/post_recv_list32",
-            rq: leak_rq(),
-            wrs: (0..u64::from(RQ_WQE_CNT))
-                .map(|i| RecvWr {
-                    wr_id: i,
-                    sge: recv_sge(i),
-                })
-                .collect(),
-            per: 32,
-        }),
+        list_scenario("rq/post_recv_list32", None),
         srq_scenario("rq/post_srq_recv1", 1, false),
         srq_scenario("rq/post_srq_recv32", 32, false),
         srq_scenario("rq/post_srq_recv_list32", 32, true),
-    ]
+    ];
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("sse4.1") {
+        // SAFETY: SSE4.1 was detected on this CPU just above.
+        let t = unsafe { mlx5dp::cpu::Sse41::new_unchecked() };
+        all.insert(3, list_scenario("rq/post_recv_list32_sse41", Some(t)));
+    }
+    all
 }

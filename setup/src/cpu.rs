@@ -1,6 +1,7 @@
 //! What the CPU running `setup` can do, for the choices `core` (`no_std`,
-//! no CPUID) leaves to its caller: today, the mini-CQE decoder of a CQ
-//! ([`mlx5dp::cq::CqConfig::unzip`]).
+//! no CPUID) leaves to its caller: the mini-CQE decoder of a CQ
+//! ([`mlx5dp::cq::CqConfig::unzip`]) and the segment builder of a receive
+//! queue's list posts ([`mlx5dp::rq::Rq::set_sse41`]).
 
 use mlx5dp::cq::UnzipPath;
 
@@ -33,6 +34,18 @@ pub fn best_unzip() -> UnzipPath {
         }
     }
     UnzipPath::compile_time()
+}
+
+/// The SSE4.1 proof if this CPU has SSE4.1 (`is_x86_feature_detected!`),
+/// for [`mlx5dp::rq::Rq::set_sse41`] (x86-64 only).
+#[cfg(target_arch = "x86_64")]
+pub fn sse41() -> Option<mlx5dp::cpu::Sse41> {
+    if std::is_x86_feature_detected!("sse4.1") {
+        // SAFETY: SSE4.1 was detected on this CPU just above; the token is
+        // only used by code running on it.
+        return Some(unsafe { mlx5dp::cpu::Sse41::new_unchecked() });
+    }
+    mlx5dp::cpu::Sse41::compile_time()
 }
 
 #[cfg(test)]

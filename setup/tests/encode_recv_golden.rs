@@ -232,7 +232,7 @@ fn encode_recv_matches_libmlx5_oracle_random_cases() {
 /// libmlx5 refused a work request (the queue full): the list must be
 /// refused whole, the ring, the record and the counters untouched.
 /// Returns (accepted, refused) cases compared.
-fn replay_list(label: &str, text: &str) -> (usize, usize) {
+fn replay_list(label: &str, text: &str, vector: bool) -> (usize, usize) {
     use mlx5dp::rq::{RecvWr, RqError, Sge};
     use mlx5dp_setup::encode::memory::RecvMemory;
     const FILL: u32 = 0xa5a5_a5a5;
@@ -255,6 +255,12 @@ fn replay_list(label: &str, text: &str) -> (usize, usize) {
         let prefill = a.outstanding.min(cnt);
         let mut rq = mem.rq(&mut wrid, a.head.wrapping_sub(prefill)).unwrap();
         rq.set_doorbell_enabled(a.config().doorbell);
+        #[cfg(target_arch = "x86_64")]
+        rq.set_sse41(if vector {
+            mlx5dp_setup::cpu::sse41()
+        } else {
+            None
+        });
         for _ in 0..prefill {
             rq.post(0, &[]).unwrap();
         }
@@ -355,25 +361,37 @@ fn replay_list(label: &str, text: &str) -> (usize, usize) {
             assert_eq!(rq.head(), head, "{label} {}", c.name);
         }
     }
-    println!("post_list against libmlx5 ({label}): {accepted} accepted and {refused} refused chains compared");
+    let path = if vector { "SSE4.1" } else { "scalar" };
+    println!("post_list ({path}) against libmlx5 ({label}): {accepted} accepted and {refused} refused chains compared");
     (accepted, refused)
 }
 
 /// `Rq::post_list` against the chains of one-SGE work requests libmlx5
 /// posted (the sample and the random cases, or the file of
-/// `MLX5DP_RQ_CASES`).
+/// `MLX5DP_RQ_CASES`), with the scalar segment builder and, where the CPU
+/// has SSE4.1, with the vector one.
 #[test]
 fn post_list_matches_libmlx5_single_sge_chains() {
-    let (a, r) = match std::env::var("MLX5DP_RQ_CASES") {
-        Ok(p) => replay_list(&p, &std::fs::read_to_string(&p).unwrap()),
-        Err(_) => {
-            let s = replay_list("specs/golden/libmlx5/rq-cases.txt", GOLDEN);
-            let o = replay_list("specs/golden/libmlx5-oracle/rq-random.txt", ORACLE_RANDOM);
-            (s.0 + o.0, s.1 + o.1)
-        }
-    };
-    assert!(
-        a > 0 && r > 0,
-        "no chain compared: {a} accepted, {r} refused"
-    );
+    #[cfg(target_arch = "x86_64")]
+    let paths = [false, mlx5dp_setup::cpu::sse41().is_some()];
+    #[cfg(not(target_arch = "x86_64"))]
+    let paths = [false];
+    for vector in paths {
+        let (a, r) = match std::env::var("MLX5DP_RQ_CASES") {
+            Ok(p) => replay_list(&p, &std::fs::read_to_string(&p).unwrap(), vector),
+            Err(_) => {
+                let s = replay_list("specs/golden/libmlx5/rq-cases.txt", GOLDEN, vector);
+                let o = replay_list(
+                    "specs/golden/libmlx5-oracle/rq-random.txt",
+                    ORACLE_RANDOM,
+                    vector,
+                );
+                (s.0 + o.0, s.1 + o.1)
+            }
+        };
+        assert!(
+            a > 0 && r > 0,
+            "no chain compared: {a} accepted, {r} refused"
+        );
+    }
 }

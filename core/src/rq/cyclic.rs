@@ -14,6 +14,8 @@
 
 use super::{RecvWr, RqError, Sge};
 use crate::barrier;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::cpu::Sse41;
 use crate::cq::LookupError;
 use crate::index::{in_flight, wq_counter16, RingSize};
 use crate::mmio::DeviceWord;
@@ -40,6 +42,9 @@ pub struct Rq<'a> {
     /// before RTR, as libmlx5 does).
     doorbell_enabled: bool,
     error: bool,
+    /// The SSE4.1 proof: [`Rq::post_list`] builds segments with SSE4.1.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    sse41: Option<Sse41>,
 }
 
 impl<'a> Rq<'a> {
@@ -72,7 +77,20 @@ impl<'a> Rq<'a> {
             tail: head,
             doorbell_enabled: true,
             error: false,
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            sse41: Sse41::compile_time(),
         })
+    }
+
+    /// Lets [`Self::post_list`] build its data segments with SSE4.1 (one
+    /// 16-byte load and one byte shuffle per segment instead of three
+    /// loads, three byte swaps and three stores; the same bytes), or not
+    /// (`None`). The default is [`Sse41::compile_time`]; with `std`, turn
+    /// it on after `is_x86_feature_detected!("sse4.1")` with
+    /// [`Sse41::new_unchecked`]. (x86-64 only.)
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub fn set_sse41(&mut self, sse41: Option<Sse41>) {
+        self.sse41 = sse41;
     }
 
     /// SGEs one WQE holds (`1 << (wqe_shift - 4)`).
@@ -194,6 +212,11 @@ impl<'a> Rq<'a> {
     #[inline(always)]
     fn write_run(&mut self, slot: usize, wrs: &[RecvWr]) {
         let shadow = self.wrid.get_mut(slot..).unwrap_or_default();
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+        if let Some(t) = self.sse41 {
+            super::list_sse41::write_run(t, &mut self.ring, slot * DataSeg::SIZE, wrs, shadow);
+            return;
+        }
         self.ring
             .write16_run(slot * DataSeg::SIZE, wrs, shadow, |wr, w| {
                 *w = wr.wr_id;
@@ -405,11 +428,14 @@ mod tests {
     /// does not fit changes nothing: every stride, ring sizes 1 to 64,
     /// counters near the 16- and 32-bit wraps, lists that wrap the ring,
     /// zero-length SGEs, an empty list (which writes no record, even with
-    /// earlier posts unpublished), the doorbell disabled.
+    /// earlier posts unpublished), the doorbell disabled; half the rounds
+    /// through the SSE4.1 segment builder where the CPU has SSE4.1.
     #[test]
     fn post_list_equals_posts_then_commit() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let rounds = if cfg!(miri) { 40 } else { 3000 };
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        let mut vector = 0;
         for round in 0..rounds {
             let entries = 1u32 << rng.below(7);
             let shift = 4 + rng.below(3) as u8;
@@ -429,6 +455,15 @@ mod tests {
             let mut wb = std::vec![0u64; entries as usize];
             let mut a = Rq::new(ma.ring(), size, shift, &da, &mut wa, start).unwrap();
             let mut b = Rq::new(mb.ring(), size, shift, &db, &mut wb, start).unwrap();
+            // Half the rounds through the SSE4.1 segment builder, where
+            // the CPU has it (the model, `b`, posts one by one).
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("sse4.1") && rng.below(2) == 0 {
+                // SAFETY: SSE4.1 was detected on this CPU just above.
+                #[expect(unsafe_code, reason = "the feature token, detected")]
+                a.set_sse41(Some(unsafe { crate::cpu::Sse41::new_unchecked() }));
+                vector += 1;
+            }
             let enabled = rng.below(8) != 0;
             a.set_doorbell_enabled(enabled);
             b.set_doorbell_enabled(enabled);
@@ -504,6 +539,11 @@ mod tests {
             }
             assert_eq!(wa, wb, "round {round}: shadow");
         }
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("sse4.1") {
+            assert!(vector > rounds / 4, "{vector} rounds through SSE4.1");
+        }
+        let _ = vector;
     }
 
     /// The bytes of a list on a 16-byte-stride queue, checked by value: a

@@ -26,10 +26,13 @@
 //!
 //! Panic policy: nothing here panics on device data or caller input.
 // `deny`, not `forbid`: the raw-parts constructor of the SRQ and the striding
-// RQ (and the unit tests' ring memory) opt in, one item at a time.
+// RQ, the SSE4.1 list writer (`list_sse41`) and the unit tests' ring memory
+// opt in.
 #![deny(unsafe_code)]
 
 pub mod cyclic;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+mod list_sse41;
 pub mod mprq;
 pub mod srq;
 #[cfg(test)]

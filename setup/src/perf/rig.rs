@@ -109,8 +109,12 @@ pub fn recv_queue(h: &'static QpHandle) -> Result<Rq<'static>, PerfError> {
     let p =
         unsafe { rq.raw_parts() }.ok_or_else(|| PerfError::setup("recv_queue", "bad RQ parts"))?;
     let wrid = leak(vec![0u64; p.size.entries() as usize]).as_mut_slice();
-    Rq::new(p.ring, p.size, p.wqe_shift, p.dbrec, wrid, 0)
-        .map_err(|e| PerfError::setup("Rq::new", format!("{e:?}")))
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut rq = Rq::new(p.ring, p.size, p.wqe_shift, p.dbrec, wrid, 0)
+        .map_err(|e| PerfError::setup("Rq::new", format!("{e:?}")))?;
+    #[cfg(target_arch = "x86_64")]
+    rq.set_sse41(crate::cpu::sse41());
+    Ok(rq)
 }
 
 /// A striding (multi-packet) RQ: each WQE is one buffer of
