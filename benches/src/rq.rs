@@ -21,7 +21,8 @@
 //! SSE4.1 segment builder (`Rq::set_sse41`; only where the CPU has SSE4.1).
 //!
 //! `rq/post_srq_recv1`, `rq/post_srq_recv32` and
-//! `rq/post_srq_recv_list32` (`Srq::post_list`): the same posts on an SRQ
+//! `rq/post_srq_recv_list32` (`Srq::post_list`; `..._sse41` with
+//! `Srq::set_sse41`): the same posts on an SRQ
 //! (`Srq::post`: next WQE from the free list, data segment, shadow) of 256
 //! WQEs of 32 bytes (next segment and one data segment, as libmlx5 builds
 //! it for `max_sge = 1`); `prepare` retires the posted WQEs in order
@@ -231,7 +232,12 @@ impl Scenario for SrqScenario {
     }
 }
 
-fn srq_scenario(name: &'static str, per: u64, list: bool) -> Box<dyn Scenario> {
+fn srq_scenario(
+    name: &'static str,
+    per: u64,
+    list: bool,
+    sse41: Option<mlx5dp::cpu::Sse41>,
+) -> Box<dyn Scenario> {
     let size = RingSize::new(RQ_WQE_CNT).expect("size");
     let bytes = (RQ_WQE_CNT as usize) << 5;
     let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
@@ -244,7 +250,8 @@ fn srq_scenario(name: &'static str, per: u64, list: bool) -> Box<dyn Scenario> {
     // SAFETY: `dbrec` is a leaked, aligned `[u32; 2]`; its first word is
     // the SRQ doorbell record, written only by this queue.
     let dbrec = unsafe { DeviceWord::from_ptr(dbrec) };
-    let srq = Srq::new(ring, size, 5, dbrec, slots).expect("srq");
+    let mut srq = Srq::new(ring, size, 5, dbrec, slots).expect("srq");
+    srq.set_sse41(sse41);
     Box::new(SrqScenario {
         name,
         head: srq.head(),
@@ -322,15 +329,21 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         post_scenario("rq/post_recv1", 1),
         post_scenario("rq/post_recv32", 32),
         list_scenario("rq/post_recv_list32", None),
-        srq_scenario("rq/post_srq_recv1", 1, false),
-        srq_scenario("rq/post_srq_recv32", 32, false),
-        srq_scenario("rq/post_srq_recv_list32", 32, true),
+        srq_scenario("rq/post_srq_recv1", 1, false, None),
+        srq_scenario("rq/post_srq_recv32", 32, false, None),
+        srq_scenario("rq/post_srq_recv_list32", 32, true, None),
     ];
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("sse4.1") {
         // SAFETY: SSE4.1 was detected on this CPU just above.
         let t = unsafe { mlx5dp::cpu::Sse41::new_unchecked() };
         all.insert(3, list_scenario("rq/post_recv_list32_sse41", Some(t)));
+        all.push(srq_scenario(
+            "rq/post_srq_recv_list32_sse41",
+            32,
+            true,
+            Some(t),
+        ));
     }
     all
 }

@@ -159,11 +159,15 @@ struct Tally {
     /// whole (then posted one by one as libmlx5 did).
     lists_posted: usize,
     lists_refused: usize,
+    /// Scenarios whose lists went through the SSE4.1 segment builder.
+    lists_vector: usize,
     diffs: Vec<String>,
 }
 
 /// Replays one scenario; `lists`: chains of one-SGE work requests go
-/// through `Srq::post_list` (all or nothing) instead of one post each.
+/// through `Srq::post_list` (all or nothing) instead of one post each, in
+/// every other scenario with the SSE4.1 segment builder where the CPU has
+/// SSE4.1.
 fn replay(sc: &Scenario, t: &mut Tally, lists: bool) {
     let mut it = sc.lines.iter().peekable();
     let cfg = it.next().unwrap();
@@ -186,6 +190,11 @@ fn replay(sc: &Scenario, t: &mut Tally, lists: bool) {
     // reads them between calls.
     #[expect(unsafe_code, reason = "builds the SRQ over test memory")]
     let mut srq = unsafe { Srq::from_raw_parts(parts, &mut slots) }.unwrap();
+    #[cfg(target_arch = "x86_64")]
+    if lists && t.scenarios % 2 == 1 {
+        srq.set_sse41(mlx5dp_setup::cpu::sse41());
+        t.lists_vector += usize::from(mlx5dp_setup::cpu::sse41().is_some());
+    }
     let mut diffs = Vec::new();
     let mut diff = |what: String| diffs.push(format!("{}: {what}", sc.name));
 
@@ -418,8 +427,9 @@ fn run(text: &str, lists: bool) -> Tally {
     );
     if lists {
         println!(
-            "srq_ref lists: {} one-SGE chains posted by post_list, {} refused whole",
-            t.lists_posted, t.lists_refused
+            "srq_ref lists: {} one-SGE chains posted by post_list, {} refused whole; \
+             {} scenarios with the SSE4.1 segment builder",
+            t.lists_posted, t.lists_refused, t.lists_vector
         );
     }
     for d in t.diffs.iter().take(40) {
@@ -460,6 +470,7 @@ fn srq_lists_match_libmlx5() {
             let o = run(ORACLE, true);
             t.lists_posted += o.lists_posted;
             t.lists_refused += o.lists_refused;
+            t.lists_vector += o.lists_vector;
             t.diffs.extend(o.diffs);
             t
         }
@@ -471,6 +482,10 @@ fn srq_lists_match_libmlx5() {
         t.lists_posted,
         t.lists_refused
     );
+    #[cfg(target_arch = "x86_64")]
+    if mlx5dp_setup::cpu::sse41().is_some() {
+        assert!(t.lists_vector > 0, "no scenario through SSE4.1");
+    }
 }
 
 /// Creation over memory libmlx5 did not zero: the core writes each WQE's

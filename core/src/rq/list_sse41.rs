@@ -1,8 +1,8 @@
-//! The SSE4.1 writer of [`Rq::post_list`](super::Rq::post_list)'s runs of
-//! one-segment WQEs, on a queue given the SSE4.1 proof
-//! ([`Rq::set_sse41`](super::Rq::set_sse41)): one of the few modules with
-//! `unsafe` code (the target-feature function and its one 16-byte load per
-//! element).
+//! The SSE4.1 writers of [`Rq::post_list`](super::Rq::post_list)'s runs of
+//! one-segment WQEs and of [`Srq::post_list`]'s data segments, on a queue
+//! given the SSE4.1 proof ([`Rq::set_sse41`](super::Rq::set_sse41),
+//! [`Srq::set_sse41`]): one of the few modules with `unsafe` code (the
+//! target-feature functions and their one 16-byte load per element).
 //!
 //! Per element: one 16-byte load of its SGE, one `pshufb` that puts the
 //! length, the lkey and the address in the data segment's order and byte
@@ -13,11 +13,12 @@
 //! terminator segment, as [`Rq::post`](super::Rq::post) writes it: if the
 //! run's smallest length is zero, a second pass over the run writes the
 //! terminator over each zero-length element's segment (before the list's
-//! commit, so the device never sees the first bytes).
+//! commit, so the device never sees the first bytes). An SRQ writes every
+//! SGE as given, zero length included (`mlx5_post_srq_recv`): no minimum.
 
 #![allow(unsafe_code)]
 
-use super::{RecvWr, Sge, TERMINATOR_SEG};
+use super::{RecvWr, Sge, Srq, TERMINATOR_SEG};
 use crate::cpu::Sse41;
 use crate::prm::DataSeg;
 use crate::ring::RingBuf;
@@ -30,6 +31,19 @@ const _: () = {
     assert!(core::mem::offset_of!(Sge, lkey) == 12);
     assert!(core::mem::size_of::<Sge>() == 16);
 };
+
+/// The `pshufb` control that makes an SGE's 16 bytes its data segment:
+/// segment byte i takes SGE byte `SEG_ORDER[i]`, the length (SGE bytes
+/// 8..12) and the lkey (12..16) byte-swapped, then the 64-bit address
+/// (0..8) byte-swapped.
+const SEG_ORDER: core::arch::x86_64::__m128i =
+    // SAFETY: `__m128i` is 16 bytes of plain integer data, for which every
+    // bit pattern is valid; the array is 16 bytes.
+    unsafe {
+        core::mem::transmute::<[u8; 16], core::arch::x86_64::__m128i>([
+            11, 10, 9, 8, 15, 14, 13, 12, 7, 6, 5, 4, 3, 2, 1, 0,
+        ])
+    };
 
 /// Writes the run of one-segment WQEs `wrs` from byte `offset` of `ring`
 /// and their wr_ids into `shadow` ([`RingBuf::write16_run`]: the run must
@@ -63,13 +77,10 @@ unsafe fn run_sse41(
     shadow: &mut [u64],
 ) -> bool {
     use core::arch::x86_64::{
-        _mm_extract_epi32, _mm_loadu_si128, _mm_min_epu32, _mm_set1_epi32, _mm_setr_epi8,
-        _mm_shuffle_epi8, _mm_storeu_si128,
+        _mm_extract_epi32, _mm_loadu_si128, _mm_min_epu32, _mm_set1_epi32, _mm_shuffle_epi8,
+        _mm_storeu_si128,
     };
-    // Segment byte i takes SGE byte `order[i]`: the length (SGE bytes
-    // 8..12) and the lkey (12..16) byte-swapped, then the 64-bit address
-    // (0..8) byte-swapped.
-    let order = _mm_setr_epi8(11, 10, 9, 8, 15, 14, 13, 12, 7, 6, 5, 4, 3, 2, 1, 0);
+    let order = SEG_ORDER;
     let mut min = _mm_set1_epi32(-1);
     let written = ring.write16_run(offset, wrs, shadow, |wr, w| {
         *w = wr.wr_id;
@@ -101,4 +112,54 @@ fn terminate_empty(ring: &mut RingBuf<'_>, offset: usize, wrs: &[RecvWr]) {
             ring.write16(offset + k * DataSeg::SIZE, TERMINATOR_SEG);
         }
     }
+}
+
+/// `sge`'s data segment ([`super::data_seg`]'s bytes): one load, one
+/// `pshufb`.
+///
+/// # Safety
+///
+/// The CPU must support SSSE3 (callers are compiled with SSE4.1).
+#[inline(always)]
+unsafe fn seg_ssse3(sge: &Sge, order: core::arch::x86_64::__m128i) -> [u8; 16] {
+    use core::arch::x86_64::{_mm_loadu_si128, _mm_shuffle_epi8, _mm_storeu_si128};
+    let mut seg = [0u8; 16];
+    // SAFETY: `sge` is a live `Sge`, 16 bytes with every byte initialised
+    // (the asserts above), valid for a 16-byte unaligned read; `seg` is a
+    // local array of 16 bytes, valid for a 16-byte unaligned write; the
+    // caller guarantees SSSE3.
+    unsafe {
+        let v = _mm_loadu_si128((&raw const *sge).cast());
+        _mm_storeu_si128(seg.as_mut_ptr().cast(), _mm_shuffle_epi8(v, order));
+    }
+    seg
+}
+
+/// [`Srq::post_list`]'s writes ([`Srq::write_list`], with or without the
+/// terminator by the SGE capacity) with the SSE4.1 segment builder.
+/// Returns the new head and counter.
+#[inline(always)]
+pub(super) fn srq_write_list(_sse41: Sse41, srq: &mut Srq<'_>, wrs: &[RecvWr]) -> (u16, u32) {
+    // SAFETY: a `Sse41` value exists only where the CPU running this code
+    // supports SSE4.1 (its constructors' contract), the one feature
+    // `srq_list_sse41` enables.
+    unsafe {
+        if srq.max_sge() == 1 {
+            srq_list_sse41::<false>(srq, wrs)
+        } else {
+            srq_list_sse41::<true>(srq, wrs)
+        }
+    }
+}
+
+/// [`srq_write_list`] compiled with SSE4.1.
+///
+/// # Safety
+///
+/// The CPU must support SSE4.1.
+#[target_feature(enable = "sse4.1")]
+unsafe fn srq_list_sse41<const TERMINATOR: bool>(srq: &mut Srq<'_>, wrs: &[RecvWr]) -> (u16, u32) {
+    let order = SEG_ORDER;
+    // SAFETY: this function is compiled with SSE4.1, which implies SSSE3.
+    srq.write_list::<TERMINATOR>(wrs, |sge| unsafe { seg_ssse3(sge, order) })
 }

@@ -31,6 +31,8 @@
 
 use super::{RecvWr, RqError, Sge};
 use crate::barrier;
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+use crate::cpu::Sse41;
 use crate::cq::{LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
 use crate::index::{in_flight, wq_counter16, RingSize};
 use crate::mmio::DeviceWord;
@@ -103,6 +105,9 @@ pub struct Srq<'a> {
     outstanding: u32,
     /// Armed SRQ limit (0: disarmed, as `srq_limit = 0` in verbs).
     limit: u32,
+    /// The SSE4.1 proof: [`Srq::post_list`] builds segments with SSE4.1.
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    sse41: Option<Sse41>,
 }
 
 impl<'a> Srq<'a> {
@@ -152,7 +157,20 @@ impl<'a> Srq<'a> {
             published: 0,
             outstanding: 0,
             limit: 0,
+            #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+            sse41: Sse41::compile_time(),
         })
+    }
+
+    /// Lets [`Self::post_list`] build its data segments with SSE4.1 (one
+    /// 16-byte load, one byte shuffle and one store per segment instead of
+    /// three loads, three byte swaps and three stores; the same bytes), or
+    /// not (`None`). The default is [`Sse41::compile_time`]; with `std`,
+    /// turn it on after `is_x86_feature_detected!("sse4.1")` with
+    /// [`Sse41::new_unchecked`]. (x86-64 only.)
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    pub fn set_sse41(&mut self, sse41: Option<Sse41>) {
+        self.sse41 = sse41;
     }
 
     /// Builds a new SRQ (see [`Self::new`]) from its raw parts.
@@ -309,11 +327,7 @@ impl<'a> Srq<'a> {
         if wrs.len() > free as usize {
             return Err(RqError::QueueFull);
         }
-        let (ind, counter) = if self.max_sge() == 1 {
-            self.write_list::<false>(wrs)
-        } else {
-            self.write_list::<true>(wrs)
-        };
+        let (ind, counter) = self.write_list_any(wrs);
         self.outstanding += counter.wrapping_sub(self.counter);
         self.counter = counter;
         self.head = ind;
@@ -321,12 +335,31 @@ impl<'a> Srq<'a> {
         Ok(())
     }
 
-    /// [`Self::post_list`]'s writes, from `head` along the free list (which
-    /// holds the whole list): each WQE's data segment (and terminator, if
-    /// the WQE holds more than one SGE) and shadow slot. Returns the new
-    /// head and counter.
+    /// [`Self::write_list`] with or without the terminator (by the SGE
+    /// capacity) and with the segment builder the queue may use.
     #[inline(always)]
-    fn write_list<const TERMINATOR: bool>(&mut self, wrs: &[RecvWr]) -> (u16, u32) {
+    fn write_list_any(&mut self, wrs: &[RecvWr]) -> (u16, u32) {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(loom)))]
+        if let Some(t) = self.sse41 {
+            return super::list_sse41::srq_write_list(t, self, wrs);
+        }
+        if self.max_sge() == 1 {
+            self.write_list::<false>(wrs, super::data_seg)
+        } else {
+            self.write_list::<true>(wrs, super::data_seg)
+        }
+    }
+
+    /// [`Self::post_list`]'s writes, from `head` along the free list (which
+    /// holds the whole list): each WQE's data segment (`seg` of its SGE:
+    /// [`super::data_seg`]'s bytes) and terminator, if the WQE holds more
+    /// than one SGE, and shadow slot. Returns the new head and counter.
+    #[inline(always)]
+    pub(super) fn write_list<const TERMINATOR: bool>(
+        &mut self,
+        wrs: &[RecvWr],
+        seg: impl Fn(&Sge) -> [u8; 16],
+    ) -> (u16, u32) {
         let shift = self.wqe_shift;
         let mut ind = self.head;
         let mut counter = self.counter;
@@ -338,7 +371,7 @@ impl<'a> Srq<'a> {
             };
             let base = (usize::from(ind) << shift) + SrqNextSeg::SIZE;
             // The SGE as given, zero length included (`mlx5_post_srq_recv`).
-            self.ring.write16(base, super::data_seg(&wr.sge));
+            self.ring.write16(base, seg(&wr.sge));
             if TERMINATOR {
                 self.ring
                     .write16(base + DataSeg::SIZE, super::TERMINATOR_SEG);
@@ -530,11 +563,15 @@ mod tests {
     /// longer than the free WQEs changes nothing: strides of one SGE (no
     /// terminator) and more, free lists reordered by out-of-order retires,
     /// the 16-bit counter's wrap, zero-length SGEs (written as given), an
-    /// empty list (which writes no record, even with posts unpublished).
+    /// empty list (which writes no record, even with posts unpublished);
+    /// half the rounds through the SSE4.1 segment builder where the CPU has
+    /// SSE4.1.
     #[test]
     fn post_list_equals_posts_then_commit() {
         let mut rng = Rng(0x0123_4567_89ab_cdef);
         let rounds = if cfg!(miri) { 30 } else { 1500 };
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        let mut vector = 0;
         for round in 0..rounds {
             let n = 2u32 << rng.below(6);
             let shift = 5 + rng.below(3) as u8;
@@ -544,6 +581,15 @@ mod tests {
             {
                 let mut a = srq(&ma, n, shift, &da, &mut sa);
                 let mut b = srq(&mb, n, shift, &db, &mut sb);
+                // Half the rounds through the SSE4.1 segment builder,
+                // where the CPU has it (the model, `b`, posts one by one).
+                #[cfg(target_arch = "x86_64")]
+                if std::is_x86_feature_detected!("sse4.1") && rng.below(2) == 0 {
+                    // SAFETY: SSE4.1 was detected on this CPU just above.
+                    #[expect(unsafe_code, reason = "the feature token, detected")]
+                    a.set_sse41(Some(unsafe { crate::cpu::Sse41::new_unchecked() }));
+                    vector += 1;
+                }
                 let mut posted: Vec<u16> = Vec::new();
                 // A history: posts and out-of-order retires, identical on
                 // both queues, so that the free list is shuffled (and the
@@ -644,6 +690,11 @@ mod tests {
             }
             assert_eq!(sa, sb, "round {round}: shadow");
         }
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("sse4.1") {
+            assert!(vector > rounds / 4, "{vector} rounds through SSE4.1");
+        }
+        let _ = vector;
     }
 
     /// The `next_wqe_index` the ring holds for WQE `i`.
