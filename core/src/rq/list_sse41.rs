@@ -76,25 +76,13 @@ unsafe fn run_sse41(
     wrs: &[RecvWr],
     shadow: &mut [u64],
 ) -> bool {
-    use core::arch::x86_64::{
-        _mm_extract_epi32, _mm_loadu_si128, _mm_min_epu32, _mm_set1_epi32, _mm_shuffle_epi8,
-        _mm_storeu_si128,
-    };
-    let order = SEG_ORDER;
+    use core::arch::x86_64::{_mm_extract_epi32, _mm_min_epu32, _mm_set1_epi32};
     let mut min = _mm_set1_epi32(-1);
     let written = ring.write16_run(offset, wrs, shadow, |wr, w| {
         *w = wr.wr_id;
-        let mut seg = [0u8; 16];
-        // SAFETY: `wr.sge` is a live `Sge`, 16 bytes with every byte
-        // initialised (the asserts above: three integer fields, no
-        // padding), so valid for a 16-byte unaligned read; `seg` is a
-        // local array of 16 bytes, valid for a 16-byte unaligned write.
-        unsafe {
-            let v = _mm_loadu_si128((&raw const wr.sge).cast());
-            min = _mm_min_epu32(min, v);
-            _mm_storeu_si128(seg.as_mut_ptr().cast(), _mm_shuffle_epi8(v, order));
-        }
-        seg
+        let v = load_sge(&wr.sge);
+        min = _mm_min_epu32(min, v);
+        seg_bytes(v)
     });
     // Lane 2 of the minimum: the run's smallest length.
     if written && _mm_extract_epi32::<2>(min) == 0 {
@@ -114,25 +102,24 @@ fn terminate_empty(ring: &mut RingBuf<'_>, offset: usize, wrs: &[RecvWr]) {
     }
 }
 
-/// `sge`'s data segment ([`super::data_seg`]'s bytes): one load, one
-/// `pshufb`.
-///
-/// # Safety
-///
-/// The CPU must support SSSE3 (callers are compiled with SSE4.1).
+/// The 16 bytes of `sge` in a register (one unaligned load).
 #[inline(always)]
-unsafe fn seg_ssse3(sge: &Sge, order: core::arch::x86_64::__m128i) -> [u8; 16] {
-    use core::arch::x86_64::{_mm_loadu_si128, _mm_shuffle_epi8, _mm_storeu_si128};
-    let mut seg = [0u8; 16];
+fn load_sge(sge: &Sge) -> core::arch::x86_64::__m128i {
     // SAFETY: `sge` is a live `Sge`, 16 bytes with every byte initialised
-    // (the asserts above), valid for a 16-byte unaligned read; `seg` is a
-    // local array of 16 bytes, valid for a 16-byte unaligned write; the
-    // caller guarantees SSSE3.
-    unsafe {
-        let v = _mm_loadu_si128((&raw const *sge).cast());
-        _mm_storeu_si128(seg.as_mut_ptr().cast(), _mm_shuffle_epi8(v, order));
-    }
-    seg
+    // (the asserts above: three integer fields, no padding), so valid for
+    // a 16-byte unaligned read; SSE2 is in this module's build (its `cfg`).
+    unsafe { core::arch::x86_64::_mm_loadu_si128((&raw const *sge).cast()) }
+}
+
+/// The data segment of the SGE whose bytes `v` holds ([`super::data_seg`]'s
+/// bytes): one `pshufb` by [`SEG_ORDER`].
+#[target_feature(enable = "ssse3")]
+#[inline]
+fn seg_bytes(v: core::arch::x86_64::__m128i) -> [u8; 16] {
+    let s = core::arch::x86_64::_mm_shuffle_epi8(v, SEG_ORDER);
+    // SAFETY: `__m128i` and `[u8; 16]` are both 16 bytes of plain data,
+    // every bit pattern valid for either.
+    unsafe { core::mem::transmute::<core::arch::x86_64::__m128i, [u8; 16]>(s) }
 }
 
 /// [`Srq::post_list`]'s writes ([`Srq::write_list`], with or without the
@@ -159,7 +146,5 @@ pub(super) fn srq_write_list(_sse41: Sse41, srq: &mut Srq<'_>, wrs: &[RecvWr]) -
 /// The CPU must support SSE4.1.
 #[target_feature(enable = "sse4.1")]
 unsafe fn srq_list_sse41<const TERMINATOR: bool>(srq: &mut Srq<'_>, wrs: &[RecvWr]) -> (u16, u32) {
-    let order = SEG_ORDER;
-    // SAFETY: this function is compiled with SSE4.1, which implies SSSE3.
-    srq.write_list::<TERMINATOR>(wrs, |sge| unsafe { seg_ssse3(sge, order) })
+    srq.write_list::<TERMINATOR>(wrs, |sge| seg_bytes(load_sge(sge)))
 }
