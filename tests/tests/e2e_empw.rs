@@ -104,7 +104,8 @@ fn rig<M: TxMode>(be: EmuBackend, cfg: TxConfig) -> Rig<M> {
         &cq,
         Some(&cq),
     );
-    // One SGE per receive WQE (16-byte stride): `Rq::post_list`'s run path.
+    // One SGE per receive WQE (16-byte stride): `Rq::post_list`'s run path
+    // (scalar or SSE4.1, below).
     let b = f.qp(
         QpSpec {
             rq: mlx5dp_setup::emu::RqInit::Cyclic {
@@ -130,7 +131,15 @@ fn rig<M: TxMode>(be: EmuBackend, cfg: TxConfig) -> Rig<M> {
     let sq = f.send_queue::<DoorbellOnly>(a);
     let ids = leak(vec![0u64; 1024]).as_mut_slice();
     let txq = TxQueue::new(sq, ids, cfg).expect("TxQueue::new");
-    let rq = f.recv_queue(b);
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+    let mut rq = f.recv_queue(b);
+    // The multi-packet rigs post their receive lists through the SSE4.1
+    // segment builder where the CPU has it; the one-WQE-per-packet rig
+    // through the scalar one.
+    #[cfg(target_arch = "x86_64")]
+    if M::KIND != mlx5dp::sq::mpw::TxKind::Single {
+        rq.set_sse41(mlx5dp_setup::cpu::sse41());
+    }
     let mut r = Rig {
         f,
         cq,

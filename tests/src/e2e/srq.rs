@@ -41,8 +41,12 @@ impl TestSrq {
         let parts = unsafe { rq.raw_parts() }.expect("SRQ parts");
         assert_eq!(parts.kind, EmuRqKind::Srq);
         let slots = super::leak(vec![SrqSlot::EMPTY; parts.size.entries() as usize]);
-        let srq = Srq::new(parts.ring, parts.size, parts.wqe_shift, parts.dbrec, slots)
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+        let mut srq = Srq::new(parts.ring, parts.size, parts.wqe_shift, parts.dbrec, slots)
             .expect("Srq::new");
+        // List posts through the SSE4.1 segment builder where the CPU has it.
+        #[cfg(target_arch = "x86_64")]
+        srq.set_sse41(mlx5dp_setup::cpu::sse41());
         Self {
             srq,
             srqn: parts.num,
