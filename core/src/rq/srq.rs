@@ -369,6 +369,10 @@ impl<'a> Srq<'a> {
             let Some(slot) = self.slots.get_mut(usize::from(ind)) else {
                 break;
             };
+            // The next index first: the load the next element depends on,
+            // issued before the stores to the same 8 bytes of the slot (as
+            // `post` does; after them it waits for them).
+            let next = slot.next;
             let base = (usize::from(ind) << shift) + SrqNextSeg::SIZE;
             // The SGE as given, zero length included (`mlx5_post_srq_recv`).
             self.ring.write16(base, seg(&wr.sge));
@@ -379,7 +383,7 @@ impl<'a> Srq<'a> {
             slot.wr_id = wr.wr_id;
             slot.seq = counter;
             slot.posted = true;
-            ind = slot.next;
+            ind = next;
             counter = counter.wrapping_add(1);
         }
         (ind, counter)
