@@ -7,6 +7,13 @@
 //! array decoders alone, per path (`cq/unzip_*`: `UnzipPath::decode` into
 //! a `MiniBatch`, as the poller runs them).
 //!
+//! `cq/mprq_poll32_*`: a striding RQ's CQ (16 WQEs of 64 strides of
+//! 2 KiB, DPDK's defaults; one 64-byte packet per stride) polled with
+//! `Cq::poll` through `StridingWorkQueues` (stride checks, WQE re-posted
+//! when its last stride is consumed, `StridingRq::commit` after each
+//! call), each packet located from its WQE and stride index: regular CQEs,
+//! or basic sessions of 8 or 64 CSUM_STRIDX minis. Unit: packet.
+//!
 //! Measured per completion: `Cq::poll` (or `start_poll`/`next_poll`/
 //! `end_poll`) with at most 32 completions per call, each resolved through
 //! [`RawCounters`] (the shadow-free `WorkQueues`: wr_id = `wqe_counter`, no
@@ -31,13 +38,15 @@ use mlx5dp::cq::{
 };
 use mlx5dp::index::RingSize;
 use mlx5dp::prm::{
-    Be16, Be32, Cqe64, CqeOpcode, EnhancedCompressedCqe, MiniCqe, MiniCqeFormat, OpOwn, SopDropQpn,
-    CQE_OP_OWN_INIT, CQE_VIC_INIT, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
+    Be16, Be32, Cqe64, CqeOpcode, EnhancedCompressedCqe, MiniCqe, MiniCqeFormat, MprqByteCnt,
+    OpOwn, SopDropQpn, CQE_OP_OWN_INIT, CQE_VIC_INIT, ENHANCED_MAX_MINIS, MINI_CQE_ARRAY_SIZE,
 };
 
 use mlx5dp::cq::{LookupError, RecvRetired, SendRetired, WorkQueues, WqRef};
+use mlx5dp::mmio::DeviceWord;
 use mlx5dp::prm::WcStatus;
-use mlx5dp::rq::Rq;
+use mlx5dp::ring::RingBuf;
+use mlx5dp::rq::{MprqSlot, Rq, StridingParams, StridingRq, StridingWorkQueues};
 use mlx5dp::sq::{DoorbellOnly, QpType, RcQp, SendFlags, SendQueue, Sge, SqConfig};
 
 use crate::{leak_raw, rq, sq, Scenario};
@@ -46,6 +55,17 @@ use crate::{leak_raw, rq, sq, Scenario};
 pub const CQE_CNT: u32 = 512;
 /// Completions per poll call.
 pub const POLL_BATCH: usize = 32;
+
+/// WQEs of the striding RQ of the `cq/mprq_*` scenarios.
+pub const MPRQ_WQES: u32 = 16;
+/// log2 of its strides per WQE (DPDK's default `mprq_log_stride_num`, 6).
+pub const MPRQ_LOG_STRIDES: u8 = 6;
+/// Its strides per WQE.
+pub const MPRQ_STRIDES: u32 = 1 << MPRQ_LOG_STRIDES;
+/// log2 of its stride size (DPDK's default, 2 KiB).
+pub const MPRQ_LOG_STRIDE_BYTES: u8 = 11;
+/// The (never touched) address of the striding RQ's first buffer.
+const MPRQ_BASE: u64 = 0x0004_0000_0000;
 
 /// What the device model writes, repeatedly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,14 +77,19 @@ pub enum Stream {
     /// Enhanced layout: a regular responder CQE (the title), then `n` HASH
     /// minis in compressed CQEs of up to seven (`1 + n` slots).
     Enhanced(u32),
+    /// Striding-RQ completions of 64-byte packets, one stride each, in WQE
+    /// and stride order ([`MPRQ_STRIDES`] per WQE): `0`, one regular CQE
+    /// per packet; `n` (8 or 64), basic-layout sessions of `n` CSUM_STRIDX
+    /// minis (`n` slots; a session never spans two WQEs).
+    Mprq(u32),
 }
 
 impl Stream {
     /// Slots one item of the stream occupies.
     fn slots(self) -> u32 {
         match self {
-            Stream::Uncompressed => 1,
-            Stream::Basic(n) => n,
+            Stream::Uncompressed | Stream::Mprq(0) => 1,
+            Stream::Basic(n) | Stream::Mprq(n) => n,
             Stream::Enhanced(n) => 1 + n,
         }
     }
@@ -145,6 +170,33 @@ impl CqDevice {
                         self.put(p.wrapping_add(zip::basic_array_offset(k)), &array);
                     }
                 }
+                Stream::Mprq(0) => {
+                    let mut c = self.title(p, CqeOpcode::RespSend, 0);
+                    let k = self.produced;
+                    c.wqe_id = Be16::new((k >> MPRQ_LOG_STRIDES) as u16);
+                    c.wqe_counter = Be16::new((k & u64::from(MPRQ_STRIDES - 1)) as u16);
+                    c.set_mprq_byte_cnt(MprqByteCnt::new().with_byte_cnt(64).with_strides(1));
+                    self.put(p, zerocopy::transmute_ref!(&c));
+                }
+                Stream::Mprq(n) => {
+                    let k = self.produced;
+                    let mut t = self.title(p, CqeOpcode::RespSend, 3);
+                    t.byte_cnt = Be32::new(n);
+                    t.wqe_id = Be16::new((k >> MPRQ_LOG_STRIDES) as u16);
+                    self.put(p, zerocopy::transmute_ref!(&t));
+                    let one = MprqByteCnt::new().with_byte_cnt(64).with_strides(1);
+                    for a in 0..n.div_ceil(MINI_CQE_ARRAY_SIZE as u32) {
+                        let mut array = [0u8; 64];
+                        for (j, m) in array.chunks_exact_mut(8).enumerate() {
+                            let stride =
+                                (k + u64::from(8 * a) + j as u64) & u64::from(MPRQ_STRIDES - 1);
+                            m[..2].copy_from_slice(&0x1234u16.to_be_bytes());
+                            m[2..4].copy_from_slice(&(stride as u16).to_be_bytes());
+                            m[4..].copy_from_slice(&one.into_bits().to_be_bytes());
+                        }
+                        self.put(p.wrapping_add(zip::basic_array_offset(a)), &array);
+                    }
+                }
                 Stream::Enhanced(n) => {
                     let t = self.title(p, CqeOpcode::RespSend, 0);
                     self.put(p, zerocopy::transmute_ref!(&t));
@@ -192,9 +244,10 @@ fn leak_cq(stream: Stream, unzip: UnzipPath) -> (Cq, CqDevice) {
     let ring = leak_raw(lines).cast::<u8>();
     let dbrec = leak_raw(vec![0u32; 2]);
     let compression = match stream {
-        Stream::Uncompressed => None,
+        Stream::Uncompressed | Stream::Mprq(0) => None,
         Stream::Basic(_) => Some((Layout::Basic, MiniCqeFormat::Hash)),
         Stream::Enhanced(_) => Some((Layout::Enhanced, MiniCqeFormat::Hash)),
+        Stream::Mprq(_) => Some((Layout::Basic, MiniCqeFormat::CsumStridx)),
     };
     let parts = CqParts {
         buf: NonNull::new(ring).expect("ring"),
@@ -207,6 +260,7 @@ fn leak_cq(stream: Stream, unzip: UnzipPath) -> (Cq, CqDevice) {
     let config = CqConfig {
         compression,
         unzip,
+        striding_rq: matches!(stream, Stream::Mprq(_)),
         ..CqConfig::default()
     };
     // SAFETY: ring and doorbell record are leaked (they live for the rest
@@ -396,6 +450,113 @@ pub fn measured_expand_session(
         core::hint::black_box(&mut *out);
     }
     running
+}
+
+/// Polls `n` striding-RQ completions with `Cq::poll`, at most 32 per call,
+/// each accounted on `rq` (`StridingWorkQueues`: stride checks, the WQE
+/// re-posted when its last stride is consumed) and its packet located
+/// (buffer of WQE `wqe_id`, stride `stride_index`, the packet length), as
+/// DPDK's `mlx5_rx_burst_mprq` finds each packet; then `rq.commit()`
+/// publishes the re-posted WQEs (DPDK's RQ doorbell after the burst).
+/// Returns the sum of the packets' addresses and lengths.
+#[inline(never)]
+pub fn measured_cq_mprq_poll32(
+    cq: &mut Cq,
+    rq: &mut StridingRq<'static>,
+    inner: &mut RawCounters,
+    n: u64,
+) -> u64 {
+    let mut acc = 0u64;
+    let mut left = n;
+    while left > 0 {
+        let max = left.min(POLL_BATCH as u64) as usize;
+        let mut wqs = StridingWorkQueues::new(rq, inner);
+        let got = match cq.poll(&mut wqs, max, |c| {
+            let wqe = u64::from(c.cqe().wqe_id.get()) & u64::from(MPRQ_WQES - 1);
+            let stride = u64::from(c.stride_index().unwrap_or(0));
+            let addr = MPRQ_BASE
+                + (wqe << (MPRQ_LOG_STRIDES + MPRQ_LOG_STRIDE_BYTES))
+                + (stride << MPRQ_LOG_STRIDE_BYTES);
+            acc = acc.wrapping_add(addr + u64::from(c.packet_len()));
+        }) {
+            Ok(0) => poll_failed(None),
+            Ok(got) => got,
+            Err(e) => poll_failed(Some(e)),
+        };
+        rq.commit();
+        left -= got as u64;
+    }
+    acc
+}
+
+/// Polling a striding RQ's CQ that the device model keeps full
+/// (`cq/mprq_*`).
+struct MprqScenario {
+    name: &'static str,
+    cq: Cq,
+    dev: CqDevice,
+    rq: StridingRq<'static>,
+    inner: RawCounters,
+    consumed: u64,
+    sink: u64,
+}
+
+impl Scenario for MprqScenario {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn symbol(&self) -> &'static str {
+        "*measured_cq_mprq_poll32*"
+    }
+    fn unit(&self) -> &'static str {
+        "packet"
+    }
+    fn prepare(&mut self) -> u64 {
+        self.dev.fill(self.cq.consumer_index()) - self.consumed
+    }
+    fn measured(&mut self, n: u64) {
+        let acc = measured_cq_mprq_poll32(&mut self.cq, &mut self.rq, &mut self.inner, n);
+        self.sink = self.sink.wrapping_add(acc);
+        self.consumed += n;
+    }
+}
+
+/// A `cq/mprq_*` scenario: the CQ of `Stream::Mprq(minis)` and a striding
+/// RQ of [`MPRQ_WQES`] WQEs, all posted and published.
+fn mprq_scenario(name: &'static str, minis: u32, unzip: UnzipPath) -> Box<dyn Scenario> {
+    let (cq, dev) = leak_cq(Stream::Mprq(minis), unzip);
+    // 32-byte WQEs (`MprqWqe`).
+    let bytes = MPRQ_WQES as usize * 32;
+    let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
+    let dbrec = leak_raw(vec![0u32; 2]);
+    let slots: &'static mut [MprqSlot] =
+        Box::leak(vec![MprqSlot::EMPTY; MPRQ_WQES as usize].into_boxed_slice());
+    // SAFETY: `ring` is `bytes` leaked bytes (live for the rest of the
+    // process), a power of two, touched only by this queue.
+    let ring = unsafe { RingBuf::new(ring, bytes) }.expect("ring");
+    // SAFETY: `dbrec` is a leaked, aligned `[u32; 2]`; its first word is
+    // the RQ doorbell record, written only by this queue.
+    let dbrec = unsafe { DeviceWord::from_ptr(dbrec) };
+    let params = StridingParams {
+        log_num_strides: MPRQ_LOG_STRIDES,
+        log_stride_bytes: MPRQ_LOG_STRIDE_BYTES,
+    };
+    let size = RingSize::new(MPRQ_WQES).expect("size");
+    let mut rq = StridingRq::new(ring, size, params, dbrec, slots).expect("striding rq");
+    for i in 0..MPRQ_WQES {
+        let addr = MPRQ_BASE + (u64::from(i) << (MPRQ_LOG_STRIDES + MPRQ_LOG_STRIDE_BYTES));
+        rq.post(u64::from(i), addr, 0x4321).expect("post");
+    }
+    rq.commit();
+    Box::new(MprqScenario {
+        name,
+        cq,
+        dev,
+        rq,
+        inner: RawCounters::default(),
+        consumed: 0,
+        sink: 0,
+    })
 }
 
 /// Which measured poll function a [`PollScenario`] calls.
@@ -1176,6 +1337,12 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
             Stream::Enhanced(max_enhanced),
             best,
         ),
+    ]);
+    v.extend([
+        mprq_scenario("cq/mprq_poll32_uncompressed", 0, UnzipPath::Scalar),
+        mprq_scenario("cq/mprq_poll32_csum_stridx8_best", 8, best),
+        mprq_scenario("cq/mprq_poll32_csum_stridx64_best", 64, best),
+        mprq_scenario("cq/mprq_poll32_csum_stridx64_scalar", 64, UnzipPath::Scalar),
     ]);
     v.extend(unzip_scenarios());
     v
