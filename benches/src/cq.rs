@@ -472,7 +472,7 @@ pub fn measured_cq_mprq_poll32(
         let max = left.min(POLL_BATCH as u64) as usize;
         let mut wqs = StridingWorkQueues::new(rq, inner);
         let got = match cq.poll(&mut wqs, max, |c| {
-            let wqe = u64::from(c.cqe().wqe_id.get()) & u64::from(MPRQ_WQES - 1);
+            let wqe = u64::from(c.wqe_id().unwrap_or(0)) & u64::from(MPRQ_WQES - 1);
             let stride = u64::from(c.stride_index().unwrap_or(0));
             let addr = MPRQ_BASE
                 + (wqe << (MPRQ_LOG_STRIDES + MPRQ_LOG_STRIDE_BYTES))

@@ -454,7 +454,8 @@ impl Cq {
     }
 
     /// [`Self::poll`] on a CQ without compression: the runs of plain CQEs
-    /// (as [`Self::wc_runs`] takes them) from the consumer index, each
+    /// (as [`Self::wc_runs`] takes them, and on a striding RQ successful
+    /// responder ones too) from the consumer index, each
     /// entry's ownership byte read once, one barrier per run, then per
     /// entry the general steps after the barrier: one copy into the
     /// current completion, the consumer index, the work queue's lookup,
@@ -472,7 +473,12 @@ impl Cq {
             return (0, Ok(()));
         };
         let entries = self.size.entries();
-        let classes = &CLASSES[usize::from(self.cfg.striding_rq)];
+        // Each entry is resolved by the general steps' resolution
+        // (`resolve`), which takes striding completions and fillers too:
+        // here successful responder CQEs are plain on a striding RQ as
+        // well (the burst and `Wc` runs, which retire them as cyclic
+        // receives, use the striding table).
+        let classes = &CLASSES[0];
         let mut n = 0;
         while n < max {
             let ci0 = self.ci;
@@ -499,7 +505,7 @@ impl Cq {
                         f(&self.cur);
                         n += 1;
                     }
-                    // (Not for a plain CQE: no filler, no resize.)
+                    // A striding RQ's filler: consumed, not reported.
                     Ok(false) => {}
                     Err(e) => return (n, Err(e)),
                 }

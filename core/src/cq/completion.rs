@@ -581,6 +581,16 @@ impl Completion {
         MprqByteCnt::from_bits(self.byte_cnt())
     }
 
+    /// Striding RQ: the WQE the packet landed in (the CQE's `wqe_id`, the
+    /// WQE's ring index modulo 2^16; a mini-CQE's is its title's, as the
+    /// poller retired it), without expanding a mini-CQE as [`Self::cqe`]
+    /// does. With [`Self::stride_index`] it locates the packet
+    /// ([`crate::rq::StridingRq::stride_addr`]).
+    #[inline]
+    pub fn wqe_id(&self) -> Option<u16> {
+        self.striding.then(|| self.cqe.wqe_id.get())
+    }
+
     /// Striding RQ: index of the first stride of the packet.
     pub fn stride_index(&self) -> Option<u16> {
         self.striding.then(|| self.wqe_counter())

@@ -338,6 +338,7 @@ impl<'a> StridingRq<'a> {
     /// and, with reuse on, re-posted. An error completion (`error`) ends
     /// the WQE being filled, whatever it reports, and the queue enters its
     /// error state (no re-post).
+    #[inline]
     pub fn retire_strides(
         &mut self,
         c: StrideCompletion,
@@ -464,6 +465,7 @@ impl<S: WorkQueues + ?Sized> WorkQueues for StridingWorkQueues<'_, '_, S> {
         self.inner.retire_recv(wq, wqe_counter, status)
     }
 
+    #[inline]
     fn retire_strides(
         &mut self,
         _: WqRef,
