@@ -1331,6 +1331,7 @@ fn enhanced_striding_running_stride_index() {
     let m = Mem::new(16, CqeSize::B64, true);
     let mut r = cqe(CqeOpcode::RespSend, false, 0);
     r.byte_cnt = Be32::new(0x0002_0100); // 2 strides
+    r.wqe_id = Be16::new(0x2a);
     m.put(0, &with_vic(r, 0));
     let mp = |strides: u32| hash_mini(0, strides << 16 | 64);
     m.put(1, &enhanced_block(&[mp(1), mp(3), mp(1)], 0));
@@ -1342,6 +1343,19 @@ fn enhanced_striding_running_stride_index() {
     let got = collect(&mut cq, &mut RawCounters::default(), 16);
     let idx: Vec<_> = got.iter().map(|g| g.stride_index().unwrap()).collect();
     assert_eq!(idx, [0, 2, 3, 6]);
+    // Every packet's WQE, the title's and the minis', without expansion:
+    // the expanded CQE's.
+    for g in &got {
+        assert_eq!(g.wqe_id(), Some(0x2a));
+        assert_eq!(g.wqe_id(), Some(g.cqe().wqe_id.get()));
+    }
+    // Not a striding RQ: no WQE id.
+    let m = Mem::new(16, CqeSize::B64, false);
+    m.put(0, &cqe(CqeOpcode::RespSend, false, 0));
+    let mut cq = m.cq(CqConfig::default());
+    let got = collect(&mut cq, &mut RawCounters::default(), 16);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].wqe_id(), None);
 }
 
 /// Tiny deterministic generator for the random-session property test.
@@ -1386,6 +1400,7 @@ fn random_sessions_match_the_reference_expansion() {
         let mut cq = m.cq(cfg);
         let mut title = cqe(CqeOpcode::RespSend, false, (rng.next() & 0xffff) as u16);
         title.rss_hash_result = Be32::new(rng.next() as u32);
+        title.wqe_id = Be16::new(rng.next() as u16);
         title.byte_cnt = Be32::new(1 << 16 | 64);
         let n = 2 + (rng.next() % 40) as usize;
         let minis: Vec<MiniCqe> = (0..n)
@@ -1419,6 +1434,12 @@ fn random_sessions_match_the_reference_expansion() {
             zip::expand_session(&t, &minis, view, t.wqe_counter.get(), &mut expect);
         }
         let got = collect(&mut cq, &mut RawCounters::default(), 128);
+        // A striding packet's WQE without the expansion: the expanded
+        // CQE's (the title's).
+        for c in &got {
+            let want = striding.then(|| c.cqe().wqe_id.get());
+            assert_eq!(c.wqe_id(), want, "round {round}");
+        }
         let got: Vec<Cqe64> = got
             .iter()
             .skip(usize::from(enhanced))
