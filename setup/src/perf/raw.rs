@@ -188,7 +188,7 @@ fn poll<M: TxMode>(
         }
         if !seen.checked && seen.first.is_none() {
             seen.first = Some(match c.stride_index() {
-                Some(s) => (u64::from(c.cqe().wqe_id.get()), s),
+                Some(s) => (u64::from(c.wqe_id().unwrap_or(0)), s),
                 None => (c.wr_id(), 0),
             });
         }
