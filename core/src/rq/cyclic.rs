@@ -315,6 +315,8 @@ fn list_seg(sge: &Sge) -> [u8; 16] {
 #[cfg(not(loom))]
 mod tests {
     //! Mirrors `specs/golden/libmlx5/rq-cases.txt` (libmlx5 44 `mlx5_post_recv`).
+    #[cfg(target_arch = "x86_64")]
+    use super::super::test_mem::detected_sse41;
     use super::super::test_mem::{hex, Mem, Rng};
     use super::*;
     use std::vec::Vec;
@@ -458,10 +460,8 @@ mod tests {
             // Half the rounds through the SSE4.1 segment builder, where
             // the CPU has it (the model, `b`, posts one by one).
             #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("sse4.1") && rng.below(2) == 0 {
-                // SAFETY: SSE4.1 was detected on this CPU just above.
-                #[expect(unsafe_code, reason = "the feature token, detected")]
-                a.set_sse41(Some(unsafe { crate::cpu::Sse41::new_unchecked() }));
+            if let Some(t) = detected_sse41().filter(|_| rng.below(2) == 0) {
+                a.set_sse41(Some(t));
                 vector += 1;
             }
             let enabled = rng.below(8) != 0;
@@ -540,7 +540,7 @@ mod tests {
             assert_eq!(wa, wb, "round {round}: shadow");
         }
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("sse4.1") {
+        if detected_sse41().is_some() {
             assert!(vector > rounds / 4, "{vector} rounds through SSE4.1");
         }
         let _ = vector;

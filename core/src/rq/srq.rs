@@ -532,6 +532,8 @@ mod tests {
     //! `mlx5_post_srq_recv`, `mlx5_free_srq_wqe`); the golden file
     //! `specs/golden/libmlx5/rq-cases.txt` has no SRQ case, so the bytes
     //! below are derived from those functions.
+    #[cfg(target_arch = "x86_64")]
+    use super::super::test_mem::detected_sse41;
     use super::super::test_mem::{hex, resp_cqe, CqMem, Mem, Rng};
     use super::super::NoOtherQueues;
     use super::*;
@@ -588,10 +590,8 @@ mod tests {
                 // Half the rounds through the SSE4.1 segment builder,
                 // where the CPU has it (the model, `b`, posts one by one).
                 #[cfg(target_arch = "x86_64")]
-                if std::is_x86_feature_detected!("sse4.1") && rng.below(2) == 0 {
-                    // SAFETY: SSE4.1 was detected on this CPU just above.
-                    #[expect(unsafe_code, reason = "the feature token, detected")]
-                    a.set_sse41(Some(unsafe { crate::cpu::Sse41::new_unchecked() }));
+                if let Some(t) = detected_sse41().filter(|_| rng.below(2) == 0) {
+                    a.set_sse41(Some(t));
                     vector += 1;
                 }
                 let mut posted: Vec<u16> = Vec::new();
@@ -652,13 +652,17 @@ mod tests {
                 // The record poisoned: a list writes it only if it posts.
                 da.write(0xa5a5_a5a5);
                 db.write(0xa5a5_a5a5);
-                let before = (
-                    ma.bytes(0, len),
-                    da.read(),
-                    a.head(),
-                    a.counter(),
-                    a.outstanding(),
-                );
+                // Everything a refused list must leave as it was.
+                let state = |a: &Srq<'_>| {
+                    (
+                        ma.bytes(0, len),
+                        da.read(),
+                        a.head(),
+                        a.counter(),
+                        a.outstanding(),
+                    )
+                };
+                let before = state(&a);
                 let fits = k <= (a.capacity() - a.outstanding()) as usize;
                 let got = a.post_list(&wrs);
                 if fits {
@@ -672,15 +676,8 @@ mod tests {
                     }
                 } else {
                     assert_eq!(got, Err(RqError::QueueFull), "round {round}");
-                    let after = (
-                        ma.bytes(0, len),
-                        da.read(),
-                        a.head(),
-                        a.counter(),
-                        a.outstanding(),
-                    );
                     assert!(
-                        before == after,
+                        before == state(&a),
                         "round {round}: a refused list changed the queue"
                     );
                 }
@@ -695,7 +692,7 @@ mod tests {
             assert_eq!(sa, sb, "round {round}: shadow");
         }
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("sse4.1") {
+        if detected_sse41().is_some() {
             assert!(vector > rounds / 4, "{vector} rounds through SSE4.1");
         }
         let _ = vector;

@@ -5,6 +5,14 @@ use crate::ring::RingBuf;
 use std::boxed::Box;
 use std::vec::Vec;
 
+/// The SSE4.1 proof where this CPU has SSE4.1 (`Rq::set_sse41`,
+/// `Srq::set_sse41` in the list tests).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+pub fn detected_sse41() -> Option<crate::cpu::Sse41> {
+    // SAFETY: the token is made only where SSE4.1 was detected on this CPU.
+    std::is_x86_feature_detected!("sse4.1").then(|| unsafe { crate::cpu::Sse41::new_unchecked() })
+}
+
 /// Bytes of a hex string.
 pub fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
