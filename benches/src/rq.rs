@@ -232,12 +232,7 @@ impl Scenario for SrqScenario {
     }
 }
 
-fn srq_scenario(
-    name: &'static str,
-    per: u64,
-    list: bool,
-    sse41: Option<mlx5dp::cpu::Sse41>,
-) -> Box<dyn Scenario> {
+fn srq_scenario(name: &'static str, per: u64, list: bool, sse41: bool) -> Box<dyn Scenario> {
     let size = RingSize::new(RQ_WQE_CNT).expect("size");
     let bytes = (RQ_WQE_CNT as usize) << 5;
     let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
@@ -250,8 +245,12 @@ fn srq_scenario(
     // SAFETY: `dbrec` is a leaked, aligned `[u32; 2]`; its first word is
     // the SRQ doorbell record, written only by this queue.
     let dbrec = unsafe { DeviceWord::from_ptr(dbrec) };
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut srq = Srq::new(ring, size, 5, dbrec, slots).expect("srq");
-    srq.set_sse41(sse41);
+    #[cfg(target_arch = "x86_64")]
+    srq.set_sse41(detected_sse41().filter(|_| sse41));
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = sse41;
     Box::new(SrqScenario {
         name,
         head: srq.head(),
@@ -259,14 +258,7 @@ fn srq_scenario(
         srq,
         per,
         next: 0,
-        list: list.then(|| {
-            (0..u64::from(RQ_WQE_CNT))
-                .map(|i| RecvWr {
-                    wr_id: i,
-                    sge: recv_sge(i),
-                })
-                .collect()
-        }),
+        list: list.then(prepared_wrs),
     })
 }
 
@@ -304,20 +296,37 @@ fn post_scenario(name: &'static str, per: u64) -> Box<dyn Scenario> {
     })
 }
 
-/// `rq/post_recv_list32*`: lists of 32 from the 256 prepared work
-/// requests, with or without the SSE4.1 segment builder (`Rq::set_sse41`).
-fn list_scenario(name: &'static str, sse41: Option<mlx5dp::cpu::Sse41>) -> Box<dyn Scenario> {
+/// The list scenarios' work requests: one per WQE of the ring, a buffer
+/// each, wr_id = its index.
+fn prepared_wrs() -> Vec<RecvWr> {
+    (0..u64::from(RQ_WQE_CNT))
+        .map(|i| RecvWr {
+            wr_id: i,
+            sge: recv_sge(i),
+        })
+        .collect()
+}
+
+/// The SSE4.1 proof where this CPU has SSE4.1.
+#[cfg(target_arch = "x86_64")]
+fn detected_sse41() -> Option<mlx5dp::cpu::Sse41> {
+    // SAFETY: the token is made only where SSE4.1 was detected on this CPU.
+    std::is_x86_feature_detected!("sse4.1").then(|| unsafe { mlx5dp::cpu::Sse41::new_unchecked() })
+}
+
+/// `rq/post_recv_list32*`: lists of 32 from the prepared work requests,
+/// with or without the SSE4.1 segment builder (`Rq::set_sse41`).
+fn list_scenario(name: &'static str, sse41: bool) -> Box<dyn Scenario> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut rq = leak_rq();
-    rq.set_sse41(sse41);
+    #[cfg(target_arch = "x86_64")]
+    rq.set_sse41(detected_sse41().filter(|_| sse41));
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = sse41;
     Box::new(ListScenario {
         name,
         rq,
-        wrs: (0..u64::from(RQ_WQE_CNT))
-            .map(|i| RecvWr {
-                wr_id: i,
-                sge: recv_sge(i),
-            })
-            .collect(),
+        wrs: prepared_wrs(),
         per: 32,
     })
 }
@@ -325,24 +334,23 @@ fn list_scenario(name: &'static str, sse41: Option<mlx5dp::cpu::Sse41>) -> Box<d
 /// Every receive-queue scenario (`rq/post_recv_list32_sse41` where the CPU
 /// has SSE4.1).
 pub fn all() -> Vec<Box<dyn Scenario>> {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut all = vec![
         post_scenario("rq/post_recv1", 1),
         post_scenario("rq/post_recv32", 32),
-        list_scenario("rq/post_recv_list32", None),
-        srq_scenario("rq/post_srq_recv1", 1, false, None),
-        srq_scenario("rq/post_srq_recv32", 32, false, None),
-        srq_scenario("rq/post_srq_recv_list32", 32, true, None),
+        list_scenario("rq/post_recv_list32", false),
+        srq_scenario("rq/post_srq_recv1", 1, false, false),
+        srq_scenario("rq/post_srq_recv32", 32, false, false),
+        srq_scenario("rq/post_srq_recv_list32", 32, true, false),
     ];
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("sse4.1") {
-        // SAFETY: SSE4.1 was detected on this CPU just above.
-        let t = unsafe { mlx5dp::cpu::Sse41::new_unchecked() };
-        all.insert(3, list_scenario("rq/post_recv_list32_sse41", Some(t)));
+    if detected_sse41().is_some() {
+        all.insert(3, list_scenario("rq/post_recv_list32_sse41", true));
         all.push(srq_scenario(
             "rq/post_srq_recv_list32_sse41",
             32,
             true,
-            Some(t),
+            true,
         ));
     }
     all
