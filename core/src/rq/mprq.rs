@@ -338,33 +338,37 @@ impl<'a> StridingRq<'a> {
     /// and, with reuse on, re-posted. An error completion (`error`) ends
     /// the WQE being filled, whatever it reports, and the queue enters its
     /// error state (no re-post).
-    #[inline]
+    #[inline(always)]
     pub fn retire_strides(
         &mut self,
         c: StrideCompletion,
         error: bool,
     ) -> Result<StrideRetired, LookupError> {
+        if error {
+            return self.retire_error(c);
+        }
         // Only a WQE the doorbell record published can be reported.
         if in_flight(self.published, self.tail) == 0 {
             return Err(LookupError::NotInFlight);
         }
         let at = self.size.slot(self.tail);
-        let slot = self
-            .slots
-            .get(at)
-            .copied()
-            .ok_or(LookupError::NotInFlight)?;
+        let Some(&slot) = self.slots.get(at) else {
+            return Err(LookupError::NotInFlight);
+        };
         let num = self.params.num_strides();
         let strides = u32::from(c.strides);
-        if !error
-            && (self.size.slot(u32::from(c.wqe_id)) != at
-                || u32::from(c.stride_index) != self.consumed
-                || strides == 0
-                || strides > num - self.consumed)
+        if self.size.slot(u32::from(c.wqe_id)) != at
+            || u32::from(c.stride_index) != self.consumed
+            || strides == 0
+            || strides > num - self.consumed
         {
             return Err(LookupError::NotInFlight);
         }
-        let mut r = StrideRetired {
+        self.consumed += strides;
+        // Once per WQE, out of line.
+        let done = self.consumed == num;
+        let reposted = done && self.wqe_done();
+        Ok(StrideRetired {
             wr_id: slot.wr_id,
             wqe_index: at as u16,
             stride_index: c.stride_index,
@@ -373,27 +377,58 @@ impl<'a> StridingRq<'a> {
                 .addr
                 .wrapping_add(u64::from(c.stride_index) << self.params.log_stride_bytes),
             lkey: slot.lkey,
-            filler: c.filler && !error,
-            done: None,
-            reposted: false,
-        };
-        if error {
-            self.error = true;
-        } else {
-            self.consumed += strides;
-        }
-        if error || self.consumed == num {
-            r.done = Some(slot.wr_id);
-            self.tail = self.tail.wrapping_add(1);
-            self.consumed = 0;
-            if self.reuse && !self.error {
-                // The ring had room for this WQE when it was posted and
-                // it has just left: there is room at `head`.
+            filler: c.filler,
+            done: done.then_some(slot.wr_id),
+            reposted,
+        })
+    }
+
+    /// The WQE at `tail` is finished: it leaves the queue and, with reuse
+    /// on and no error, is written again at `head`. Whether it was.
+    #[inline(never)]
+    fn wqe_done(&mut self) -> bool {
+        let at = self.size.slot(self.tail);
+        self.tail = self.tail.wrapping_add(1);
+        self.consumed = 0;
+        match self.slots.get(at) {
+            // The ring had room for this WQE when it was posted and it has
+            // just left: there is room at `head`.
+            Some(&slot) if self.reuse && !self.error => {
                 self.write_wqe(slot);
-                r.reposted = true;
+                true
             }
+            _ => false,
         }
-        Ok(r)
+    }
+
+    /// [`Self::retire_strides`] of an error completion: whatever it
+    /// reports, it ends the WQE being filled (if one was published) and
+    /// the queue enters its error state.
+    #[cold]
+    #[inline(never)]
+    fn retire_error(&mut self, c: StrideCompletion) -> Result<StrideRetired, LookupError> {
+        if in_flight(self.published, self.tail) == 0 {
+            return Err(LookupError::NotInFlight);
+        }
+        let at = self.size.slot(self.tail);
+        let Some(&slot) = self.slots.get(at) else {
+            return Err(LookupError::NotInFlight);
+        };
+        self.error = true;
+        self.wqe_done();
+        Ok(StrideRetired {
+            wr_id: slot.wr_id,
+            wqe_index: at as u16,
+            stride_index: c.stride_index,
+            strides: c.strides,
+            addr: slot
+                .addr
+                .wrapping_add(u64::from(c.stride_index) << self.params.log_stride_bytes),
+            lkey: slot.lkey,
+            filler: false,
+            done: Some(slot.wr_id),
+            reposted: false,
+        })
     }
 
     /// Software flush (device gone, no flush CQEs coming): reports every
