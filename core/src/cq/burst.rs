@@ -290,9 +290,9 @@ const _: () = {
 /// Classes of a basic-layout ownership byte ([`CLASSES`]).
 const NOT_OWNED: u8 = 0;
 /// Owned and [`plain`].
-const PLAIN: u8 = 1;
+pub(super) const PLAIN: u8 = 1;
 /// Owned, not plain: decoded by the general steps.
-const ODD: u8 = 2;
+pub(super) const ODD: u8 = 2;
 
 /// The class of every `op_own` value for a pass of parity `phase`, when
 /// opcodes below `limit` are plain (PRM-FACTS §9.2: owned iff the opcode
@@ -326,7 +326,7 @@ const fn plain_limit(striding_rq: bool) -> u8 {
 
 /// `CLASSES[striding_rq][phase][op_own]`: step 1's whole decision in one
 /// load (1 KiB, read-only).
-static CLASSES: [[[u8; 256]; 2]; 2] = [
+pub(super) static CLASSES: [[[u8; 256]; 2]; 2] = [
     [
         classes(plain_limit(false), 0),
         classes(plain_limit(false), 1),

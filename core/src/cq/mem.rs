@@ -42,6 +42,7 @@ pub(crate) const VALIDITY: usize = 62;
 /// Offsets of the fields [`Run::decode_plain`] copies (PRM-FACTS §9).
 const SRQN_UIDX: usize = 32;
 const BYTE_CNT: usize = 44;
+const WQE_ID: usize = 2;
 const SOP_DROP_QPN: usize = 56;
 const WQE_COUNTER: usize = 60;
 
@@ -1202,6 +1203,30 @@ impl<const S: usize> Run<S> {
         // `run`'s clamp to the ring's end) and `OFF` lies inside its 64-byte
         // CQE; u8 has no alignment need.
         (i < self.len).then(|| unsafe { self.first.add(i * S + OFF).read_volatile() })
+    }
+
+    /// A striding RQ's packet fields of entry `i`: `wqe_id`, `wqe_counter`
+    /// (the stride index) and `byte_cnt` (the [`crate::prm::MprqByteCnt`]
+    /// word), each read once (volatile), in host order; `None` past the
+    /// run. The caller read the entry's ownership byte and issued the
+    /// from-device barrier.
+    #[inline(always)]
+    pub(crate) fn stride_fields(&self, i: usize) -> Option<(u16, u16, u32)> {
+        (i < self.len).then(|| {
+            let cqe = self.first.wrapping_add(i * S);
+            // SAFETY: entry `i < len` is in bounds (constructor of the
+            // ring, `run`'s clamp to the ring's end); each field lies
+            // inside its 64-byte CQE at an offset aligned for its type (the
+            // CQE is 64-byte aligned from a `RING_ALIGN`-aligned base); any
+            // bits are a valid integer.
+            unsafe {
+                (
+                    u16::from_be(cqe.add(WQE_ID).cast::<u16>().read_volatile()),
+                    u16::from_be(cqe.add(WQE_COUNTER).cast::<u16>().read_volatile()),
+                    u32::from_be(cqe.add(BYTE_CNT).cast::<u32>().read_volatile()),
+                )
+            }
+        })
     }
 
     /// Reads the byte at `OFF` (the ownership byte) of entry 0 once and, if

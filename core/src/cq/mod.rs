@@ -23,6 +23,7 @@
 mod burst;
 mod completion;
 mod mem;
+mod strided;
 pub mod zip;
 #[cfg(target_arch = "aarch64")]
 pub mod zip_neon;
@@ -32,6 +33,7 @@ pub mod zip_x86;
 pub use completion::{
     Completion, CompletionSummary, Origin, TimestampFormat, Wc, WcFlags, WcOpcode,
 };
+pub use strided::StridedPacket;
 pub use zip::{Layout, MiniView, UnzipPath};
 
 use crate::barrier;
@@ -362,6 +364,9 @@ pub enum PollError {
     },
     /// An earlier error left the CQ's position unknown; it must be recreated.
     Broken,
+    /// [`Cq::poll_strided`] on a CQ not created for a striding RQ
+    /// ([`CqConfig::striding_rq`]). Nothing is consumed.
+    NotStriding,
 }
 
 /// Error state the CQ exposes (item 4 of the issue).
@@ -1309,5 +1314,8 @@ fn start_failed(e: PollError) -> PollError {
     e
 }
 
+#[cfg(test)]
+#[cfg(not(loom))]
+mod strided_tests;
 #[cfg(test)]
 mod tests;

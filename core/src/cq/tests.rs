@@ -16,16 +16,16 @@ use std::vec::Vec;
 /// Device-side memory of one CQ: ring, doorbell record, UAR page. Held as
 /// raw pointers only, so that the test's writes and the CQ's reads share
 /// one provenance (Miri).
-struct Mem {
+pub(super) struct Mem {
     ring: *mut u8,
     ring_len: usize,
-    stride: usize,
+    pub(super) stride: usize,
     dbrec: *mut u32,
     uar: *mut u64,
 }
 
 impl Mem {
-    fn new(entries: usize, size: CqeSize, enhanced: bool) -> Self {
+    pub(super) fn new(entries: usize, size: CqeSize, enhanced: bool) -> Self {
         let stride = size.bytes();
         let mut v = std::vec![0u8; entries * stride];
         for s in 0..entries {
@@ -51,7 +51,7 @@ impl Mem {
         }
     }
 
-    fn cq(&self, cfg: CqConfig) -> Cq {
+    pub(super) fn cq(&self, cfg: CqConfig) -> Cq {
         let parts = CqParts {
             buf: NonNull::new(self.ring).unwrap(),
             cqe_cnt: (self.ring_len / self.stride) as u32,
@@ -70,18 +70,18 @@ impl Mem {
     }
 
     /// Writes a 64-byte CQE into slot `slot` (second half of a 128-byte slot).
-    fn put(&self, slot: usize, cqe: &Cqe64) {
+    pub(super) fn put(&self, slot: usize, cqe: &Cqe64) {
         let bytes: [u8; 64] = zerocopy::transmute!(*cqe);
         self.put_bytes(slot * self.stride + self.stride - 64, &bytes);
     }
 
-    fn put_bytes(&self, off: usize, bytes: &[u8]) {
+    pub(super) fn put_bytes(&self, off: usize, bytes: &[u8]) {
         assert!(off + bytes.len() <= self.ring_len);
         // SAFETY: in bounds (asserted); the ring is live; no reference to it exists.
         unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ring.add(off), bytes.len()) }
     }
 
-    fn slot_bytes(&self, slot: usize) -> [u8; 64] {
+    pub(super) fn slot_bytes(&self, slot: usize) -> [u8; 64] {
         let mut out = [0u8; 64];
         let off = slot * self.stride + self.stride - 64;
         // SAFETY: in bounds; the ring is live.
@@ -89,7 +89,7 @@ impl Mem {
         out
     }
 
-    fn dbrec(&self) -> [u8; 8] {
+    pub(super) fn dbrec(&self) -> [u8; 8] {
         // SAFETY: 8 live bytes.
         unsafe { self.dbrec.cast::<[u8; 8]>().read_volatile() }
     }

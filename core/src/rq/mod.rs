@@ -37,7 +37,7 @@ pub mod mprq;
 pub mod srq;
 #[cfg(test)]
 #[cfg(not(loom))]
-mod test_mem;
+pub(crate) mod test_mem;
 
 pub use cyclic::Rq;
 pub use mprq::{

@@ -234,6 +234,7 @@ impl fmt::Display for RingError {
                         "the work queue refused wqe_counter {wqe_counter:#06x}"
                     ),
                     PollError::Broken => write!(f, "the CQ is broken"),
+                    PollError::NotStriding => write!(f, "the CQ serves no striding RQ"),
                 }?;
                 write!(f, " (after {decoded} completion(s))")
             }
