@@ -34,7 +34,8 @@ use core::ptr::NonNull;
 
 use mlx5dp::cq::zip::{self, MiniBatch, MiniView, Unzip, UnzipPath};
 use mlx5dp::cq::{
-    CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, PollError, RawCounters, Wc,
+    CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, PollError, RawCounters,
+    StridedPacket, Wc,
 };
 use mlx5dp::index::RingSize;
 use mlx5dp::prm::{
@@ -489,10 +490,36 @@ pub fn measured_cq_mprq_poll32(
     acc
 }
 
+/// Polls `n` striding-RQ packets with `Cq::poll_strided`, at most 32 per
+/// call (the same accounting and re-posting as `measured_cq_mprq_poll32`,
+/// each packet's address and length handed out in a `StridedPacket`); then
+/// `rq.commit()`. Returns the sum of the packets' addresses and lengths.
+#[inline(never)]
+pub fn measured_cq_mprq_strided32(cq: &mut Cq, rq: &mut StridingRq<'static>, n: u64) -> u64 {
+    let mut out = [StridedPacket::default(); POLL_BATCH];
+    let mut acc = 0u64;
+    let mut left = n;
+    while left > 0 {
+        let max = left.min(POLL_BATCH as u64) as usize;
+        let got = match cq.poll_strided(rq, &mut out[..max]) {
+            Ok(0) => poll_failed(None),
+            Ok(got) => got,
+            Err(e) => poll_failed(Some(e)),
+        };
+        for p in &out[..got] {
+            acc = acc.wrapping_add(p.addr + u64::from(p.len));
+        }
+        rq.commit();
+        left -= got as u64;
+    }
+    acc
+}
+
 /// Polling a striding RQ's CQ that the device model keeps full
-/// (`cq/mprq_*`).
+/// (`cq/mprq_*`), with `Cq::poll` (`strided` false) or `Cq::poll_strided`.
 struct MprqScenario {
     name: &'static str,
+    strided: bool,
     cq: Cq,
     dev: CqDevice,
     rq: StridingRq<'static>,
@@ -506,7 +533,11 @@ impl Scenario for MprqScenario {
         self.name
     }
     fn symbol(&self) -> &'static str {
-        "*measured_cq_mprq_poll32*"
+        if self.strided {
+            "*measured_cq_mprq_strided32*"
+        } else {
+            "*measured_cq_mprq_poll32*"
+        }
     }
     fn unit(&self) -> &'static str {
         "packet"
@@ -515,15 +546,25 @@ impl Scenario for MprqScenario {
         self.dev.fill(self.cq.consumer_index()) - self.consumed
     }
     fn measured(&mut self, n: u64) {
-        let acc = measured_cq_mprq_poll32(&mut self.cq, &mut self.rq, &mut self.inner, n);
+        let acc = if self.strided {
+            measured_cq_mprq_strided32(&mut self.cq, &mut self.rq, n)
+        } else {
+            measured_cq_mprq_poll32(&mut self.cq, &mut self.rq, &mut self.inner, n)
+        };
         self.sink = self.sink.wrapping_add(acc);
         self.consumed += n;
     }
 }
 
 /// A `cq/mprq_*` scenario: the CQ of `Stream::Mprq(minis)` and a striding
-/// RQ of [`MPRQ_WQES`] WQEs, all posted and published.
-fn mprq_scenario(name: &'static str, minis: u32, unzip: UnzipPath) -> Box<dyn Scenario> {
+/// RQ of [`MPRQ_WQES`] WQEs, all posted and published, polled by
+/// `Cq::poll_strided` if `strided`, else by `Cq::poll`.
+fn mprq_scenario(
+    name: &'static str,
+    minis: u32,
+    unzip: UnzipPath,
+    strided: bool,
+) -> Box<dyn Scenario> {
     let (cq, dev) = leak_cq(Stream::Mprq(minis), unzip);
     // 32-byte WQEs (`MprqWqe`).
     let bytes = MPRQ_WQES as usize * 32;
@@ -550,6 +591,7 @@ fn mprq_scenario(name: &'static str, minis: u32, unzip: UnzipPath) -> Box<dyn Sc
     rq.commit();
     Box::new(MprqScenario {
         name,
+        strided,
         cq,
         dev,
         rq,
@@ -1339,10 +1381,19 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         ),
     ]);
     v.extend([
-        mprq_scenario("cq/mprq_poll32_uncompressed", 0, UnzipPath::Scalar),
-        mprq_scenario("cq/mprq_poll32_csum_stridx8_best", 8, best),
-        mprq_scenario("cq/mprq_poll32_csum_stridx64_best", 64, best),
-        mprq_scenario("cq/mprq_poll32_csum_stridx64_scalar", 64, UnzipPath::Scalar),
+        mprq_scenario("cq/mprq_poll32_uncompressed", 0, UnzipPath::Scalar, false),
+        mprq_scenario("cq/mprq_poll32_csum_stridx8_best", 8, best, false),
+        mprq_scenario("cq/mprq_poll32_csum_stridx64_best", 64, best, false),
+        mprq_scenario(
+            "cq/mprq_poll32_csum_stridx64_scalar",
+            64,
+            UnzipPath::Scalar,
+            false,
+        ),
+        // (`poll_strided` decodes stride minis itself: no decoder path.)
+        mprq_scenario("cq/mprq_strided32_uncompressed", 0, UnzipPath::Scalar, true),
+        mprq_scenario("cq/mprq_strided32_csum_stridx8", 8, best, true),
+        mprq_scenario("cq/mprq_strided32_csum_stridx64", 64, best, true),
     ]);
     v.extend(unzip_scenarios());
     v
