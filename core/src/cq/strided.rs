@@ -9,7 +9,9 @@
 //!   this pass, format 0 or 1): each entry's ownership byte read once, one
 //!   from-device barrier per run, then per entry its `wqe_id`, stride index
 //!   (`wqe_counter`) and byte count (the [`MprqByteCnt`] word), each read
-//!   once, accounted on the RQ ([`StridingRq::retire_strides`]);
+//!   once, accounted on the WQE being filled with the checks of
+//!   [`StridingRq::retire_strides`] (built on the same code), its state
+//!   held in registers and written back once per WQE or run;
 //! - basic-layout sessions of successful responder titles whose minis carry
 //!   the stride index and the whole byte-count word (CSUM_STRIDX,
 //!   L34H_STRIDX): the session is opened by the general steps' own code,
@@ -18,12 +20,12 @@
 //!
 //! Everything else (error CQEs, requester CQEs, other mini formats, the
 //! enhanced layout, an array with more minis than `out` has room for, a
-//! session the general steps left inside an array) goes through [`Cq::poll`] with a
-//! [`WorkQueues`] that accounts on the same RQ and records what it
-//! retired: the same completions, consumer index, slot invalidations,
-//! doorbell-record writes and errors as the fast steps (the property test
-//! `poll_strided_matches_poll_on_random_streams` in `cq::strided_tests` compares
-//! the two on random streams).
+//! session the general steps left inside an array) goes through
+//! [`Cq::poll`] with a [`WorkQueues`] that accounts on the same RQ and
+//! records what it retired: the same completions, consumer index, slot
+//! invalidations, doorbell-record writes and errors as the fast steps (the
+//! property test `poll_strided_matches_poll_on_random_streams` in
+//! `cq::strided_tests` compares the two on random streams).
 
 use super::mem::{SizedRing, OP_OWN};
 use super::zip::{self, MiniKind};
@@ -72,16 +74,17 @@ impl StridedPacket {
         WcStatus::from_raw(u32::from(self.status))
     }
 
-    /// A successful packet, from what the RQ retired.
+    /// A successful packet of completion `c`, at `addr`, `len` bytes;
+    /// `done`: it finished its WQE.
     #[inline(always)]
-    fn ok(r: &StrideRetired, len: u16, mini: bool) -> Self {
+    fn ok(addr: u64, len: u16, c: &StrideCompletion, done: bool, mini: bool) -> Self {
         Self {
-            addr: r.addr,
+            addr,
             len,
-            stride_index: r.stride_index,
-            strides: r.strides,
+            stride_index: c.stride_index,
+            strides: c.strides,
             status: 0,
-            flags: u8::from(r.done.is_some()) | (u8::from(mini) << 1),
+            flags: u8::from(done) | (u8::from(mini) << 1),
         }
     }
 
@@ -314,7 +317,9 @@ impl Cq {
             // Step 2: every read of the run's bodies after its ownership
             // bytes.
             barrier::from_device();
-            // Step 3: each entry's three fields, once; accounted in order.
+            // Step 3: each entry's three fields, once; accounted in order
+            // on the WQE being filled, in registers.
+            let mut fill = rq.filling();
             for i in 0..k {
                 let Some((wqe_id, stride_index, word)) = run.stride_fields(i) else {
                     break;
@@ -326,21 +331,33 @@ impl Cq {
                     strides: b.strides(),
                     filler: b.filler(),
                 };
-                match rq.retire_strides(c, false) {
-                    Ok(r) => {
-                        if !c.filler {
-                            if let Some(slot) = out.get_mut(*n) {
-                                *slot = StridedPacket::ok(&r, b.byte_cnt(), false);
-                            }
-                            *n += 1;
-                        }
+                let took = match &mut fill {
+                    Some(f) => f.take(c).map(|addr| (addr, f.is_done())),
+                    None => None,
+                };
+                let Some((addr, done)) = took else {
+                    if let Some(f) = &fill {
+                        rq.settle(f);
                     }
-                    Err(e) => {
-                        // The failing CQE is consumed (as by `advance_in`).
-                        self.ci = ci0.wrapping_add(i as u32 + 1);
-                        return Err(self.plain_refused(ring, ci0.wrapping_add(i as u32), e));
+                    // The refused CQE is consumed (as by `advance_in`).
+                    self.ci = ci0.wrapping_add(i as u32 + 1);
+                    return Err(self.plain_refused(ring, ci0.wrapping_add(i as u32)));
+                };
+                if !c.filler {
+                    if let Some(slot) = out.get_mut(*n) {
+                        *slot = StridedPacket::ok(addr, b.byte_cnt(), &c, done, false);
                     }
+                    *n += 1;
                 }
+                if done {
+                    if let Some(f) = &fill {
+                        rq.settle(f);
+                    }
+                    fill = rq.filling();
+                }
+            }
+            if let Some(f) = &fill {
+                rq.settle(f);
             }
             self.ci = ci0.wrapping_add(k as u32);
         }
@@ -372,6 +389,7 @@ impl Cq {
         // (Read after the title's barrier: an array is the title's.)
         let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(entry));
         let wqe_id = self.cur.cqe.wqe_id.get();
+        let mut fill = rq.filling();
         for (j, m) in array.minis.iter().take(count as usize).enumerate() {
             let [_, _, s0, s1, w0, w1, w2, w3] = m.bytes;
             let b = MprqByteCnt::from_bits(u32::from_be_bytes([w0, w1, w2, w3]));
@@ -381,20 +399,32 @@ impl Cq {
                 strides: b.strides(),
                 filler: b.filler(),
             };
-            match rq.retire_strides(c, false) {
-                Ok(r) => {
-                    if !c.filler {
-                        if let Some(slot) = out.get_mut(*n) {
-                            *slot = StridedPacket::ok(&r, b.byte_cnt(), true);
-                        }
-                        *n += 1;
-                    }
+            let took = match &mut fill {
+                Some(f) => f.take(c).map(|addr| (addr, f.is_done())),
+                None => None,
+            };
+            let Some((addr, done)) = took else {
+                if let Some(f) = &fill {
+                    rq.settle(f);
                 }
-                Err(e) => {
-                    s.next += j as u32 + 1;
-                    return Err(self.mini_refused(s, &array, c.stride_index, e));
+                s.next += j as u32 + 1;
+                return Err(self.mini_refused(s, &array, c.stride_index));
+            };
+            if !c.filler {
+                if let Some(slot) = out.get_mut(*n) {
+                    *slot = StridedPacket::ok(addr, b.byte_cnt(), &c, done, true);
                 }
+                *n += 1;
             }
+            if done {
+                if let Some(f) = &fill {
+                    rq.settle(f);
+                }
+                fill = rq.filling();
+            }
+        }
+        if let Some(f) = &fill {
+            rq.settle(f);
         }
         s.next += count;
         self.close_array(s);
@@ -422,16 +452,12 @@ impl Cq {
         }
     }
 
-    /// The error of a refused plain CQE at `ci` (consumed): its copy in
-    /// `cur`, as the general steps leave it, and the queue it named.
+    /// The error of a plain CQE at `ci` the RQ refused (consumed): its copy
+    /// in `cur`, as the general steps leave it, and the queue it named
+    /// (`NotInFlight`: the RQ's only refusal).
     #[cold]
     #[inline(never)]
-    fn plain_refused<const S: usize>(
-        &mut self,
-        ring: SizedRing<S>,
-        ci: u32,
-        e: LookupError,
-    ) -> PollError {
+    fn plain_refused<const S: usize>(&mut self, ring: SizedRing<S>, ci: u32) -> PollError {
         ring.ring()
             .copy_cqe_to(ring.ring().entry(ci), &mut self.cur.cqe);
         self.cur.set_regular();
@@ -440,7 +466,7 @@ impl Cq {
             qpn: cqe.sop_drop_qpn.qpn(),
             srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
         };
-        lookup_error(e, false, wq, cqe.wqe_counter.get())
+        lookup_error(LookupError::NotInFlight, false, wq, cqe.wqe_counter.get())
     }
 
     /// The error of a refused mini (consumed: `s.next` is past it), with
@@ -456,7 +482,6 @@ impl Cq {
         s: zip::Session,
         array: &MiniCqeArray,
         stride_index: u16,
-        e: LookupError,
     ) -> PollError {
         let i = s.next - 1;
         let count = (s.count - (i / 8) * 8).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
@@ -474,7 +499,7 @@ impl Cq {
             qpn: cqe.sop_drop_qpn.qpn(),
             srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
         };
-        lookup_error(e, false, wq, stride_index)
+        lookup_error(LookupError::NotInFlight, false, wq, stride_index)
     }
 
     /// The general steps ([`Self::poll`]) for up to `out.len()` packets,

@@ -126,6 +126,58 @@ pub struct StrideRetired {
     pub reposted: bool,
 }
 
+/// The WQE a striding RQ is filling, copied out of the queue so that a
+/// burst accounts its packets in registers ([`StridingRq::filling`], then
+/// [`Self::take`] per completion, then [`StridingRq::settle`]): the same
+/// checks and accounting as [`StridingRq::retire_strides`], which is built
+/// on it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Filling {
+    /// The WQE's slot.
+    slot: MprqSlot,
+    /// Its index in the ring.
+    at: u32,
+    /// Ring entries − 1.
+    mask: u32,
+    /// Strides consumed so far.
+    consumed: u32,
+    /// Strides per WQE.
+    num: u32,
+    /// log2 of the stride's bytes.
+    shift: u32,
+}
+
+impl Filling {
+    /// Accounts the successful completion `c`: it must name this WQE
+    /// (`wqe_id` modulo the ring: DPDK's check), start at the first stride
+    /// not yet consumed, and consume at least one stride and no more than
+    /// the WQE has left. The packet's address; `None` (nothing changed) if
+    /// refused.
+    #[inline(always)]
+    pub(crate) fn take(&mut self, c: StrideCompletion) -> Option<u64> {
+        let strides = u32::from(c.strides);
+        if u32::from(c.wqe_id) & self.mask != self.at
+            || u32::from(c.stride_index) != self.consumed
+            || strides == 0
+            || strides > self.num - self.consumed
+        {
+            return None;
+        }
+        self.consumed += strides;
+        Some(
+            self.slot
+                .addr
+                .wrapping_add(u64::from(c.stride_index) << self.shift),
+        )
+    }
+
+    /// Every stride of the WQE is consumed: [`StridingRq::settle`] ends it.
+    #[inline(always)]
+    pub(crate) fn is_done(&self) -> bool {
+        self.consumed == self.num
+    }
+}
+
 /// A cyclic striding RQ. One owner (`Send`, not `Sync`).
 #[derive(Debug)]
 pub struct StridingRq<'a> {
@@ -347,40 +399,55 @@ impl<'a> StridingRq<'a> {
         if error {
             return self.retire_error(c);
         }
-        // Only a WQE the doorbell record published can be reported.
-        if in_flight(self.published, self.tail) == 0 {
-            return Err(LookupError::NotInFlight);
-        }
-        let at = self.size.slot(self.tail);
-        let Some(&slot) = self.slots.get(at) else {
-            return Err(LookupError::NotInFlight);
-        };
-        let num = self.params.num_strides();
-        let strides = u32::from(c.strides);
-        if self.size.slot(u32::from(c.wqe_id)) != at
-            || u32::from(c.stride_index) != self.consumed
-            || strides == 0
-            || strides > num - self.consumed
-        {
-            return Err(LookupError::NotInFlight);
-        }
-        self.consumed += strides;
-        // Once per WQE, out of line.
-        let done = self.consumed == num;
-        let reposted = done && self.wqe_done();
+        let mut f = self.filling().ok_or(LookupError::NotInFlight)?;
+        let addr = f.take(c).ok_or(LookupError::NotInFlight)?;
+        let done = f.is_done();
+        let reposted = self.settle(&f);
         Ok(StrideRetired {
-            wr_id: slot.wr_id,
-            wqe_index: at as u16,
+            wr_id: f.slot.wr_id,
+            wqe_index: f.at as u16,
             stride_index: c.stride_index,
             strides: c.strides,
-            addr: slot
-                .addr
-                .wrapping_add(u64::from(c.stride_index) << self.params.log_stride_bytes),
-            lkey: slot.lkey,
+            addr,
+            lkey: f.slot.lkey,
             filler: c.filler,
-            done: done.then_some(slot.wr_id),
+            done: done.then_some(f.slot.wr_id),
             reposted,
         })
+    }
+
+    /// The WQE being filled, for [`Filling::take`]: `None` if the doorbell
+    /// record published none (only a published WQE can be reported).
+    #[inline(always)]
+    pub(crate) fn filling(&self) -> Option<Filling> {
+        if in_flight(self.published, self.tail) == 0 {
+            return None;
+        }
+        let at = self.size.slot(self.tail);
+        let slot = *self.slots.get(at)?;
+        Some(Filling {
+            slot,
+            at: at as u32,
+            mask: self.size.entries() - 1,
+            consumed: self.consumed,
+            num: self.params.num_strides(),
+            shift: u32::from(self.params.log_stride_bytes),
+        })
+    }
+
+    /// Writes back what [`Filling::take`] accounted on `f` (taken from
+    /// [`Self::filling`], no other change to the queue since): its consumed
+    /// strides, or, the WQE done, its end ([`Self::wqe_done`]). Whether
+    /// the WQE was re-posted.
+    #[inline(always)]
+    pub(crate) fn settle(&mut self, f: &Filling) -> bool {
+        if f.is_done() {
+            // Once per WQE, out of line.
+            self.wqe_done()
+        } else {
+            self.consumed = f.consumed;
+            false
+        }
     }
 
     /// The WQE at `tail` is finished: it leaves the queue and, with reuse
