@@ -11,7 +11,7 @@
 //! QP, which has no send queue). The receive-only striding RQ scenario is
 //! shared (`scenarios::rx::striding_rq_receive_only`).
 
-use mlx5dp::cq::Origin;
+use mlx5dp::cq::{Origin, StridedPacket};
 use mlx5dp::prm::{MiniCqeFormat, WcStatus};
 use mlx5dp::rq::Sge as RSge;
 use mlx5dp::sq::BlueFlamePreferred;
@@ -301,6 +301,137 @@ fn striding_rq_zip_enhanced_ftag_stridx() {
 #[test]
 fn striding_rq_zip_basic_l34h_stridx() {
     striding(zip(CompressionLayout::Basic, MiniCqeFormat::L34hStridx));
+}
+
+/// The striding RQ of [`striding`], its CQ polled with `Cq::poll_strided`
+/// in bursts of `burst` packets: each packet's address, length and strides
+/// checked against the frame sent, its bytes read at that address (before
+/// the WQE is re-posted and published); one WQE-done flag per WQE.
+fn striding_poll_strided(compression: Option<CompressionCfg>, burst: usize) {
+    let mut f = Fabric::new(step());
+    let mut cq_a = f.cq(64, CqeSize::B64, None, false);
+    let mut cq_b = f.cq(64, CqeSize::B64, compression, true);
+    let a = f.qp(QpSpec::new(QpType::RawPacket), &cq_a, Some(&cq_a));
+    let mut spec = QpSpec::new(QpType::RawPacket);
+    spec.rq = RqInit::Striding {
+        wqe_cnt: 8,
+        log_num_strides: 4,
+        log_stride_bytes: 6,
+    };
+    let b = f.qp(spec, &cq_b, Some(&cq_b));
+    f.ud_up(a.qpn, 0);
+    f.ud_up(b.qpn, 0);
+    f.be.add_flow(FlowRule {
+        qpn: b.qpn,
+        dmac: None,
+        ethertype: None,
+        flow_tag: b.qpn.0,
+    })
+    .expect("flow");
+    let rbuf = f.buffer(8 * 1024);
+    let mut rq = TestStridingRq::new(b.rq.as_ref().expect("rq"), rbuf);
+    let mut next = 0u64;
+    while rq.outstanding() < 8 {
+        rq.post(0x100 + next).expect("post");
+        next += 1;
+    }
+    rq.commit();
+    let src = f.buffer(1 << 14);
+    let mut q: Queues<P> = Queues::default();
+    q.sqs.insert(a.qpn.0, f.send_queue(a));
+    let mut out = vec![StridedPacket::default(); burst];
+    let (mut packets, mut minis, mut done) = (0usize, 0usize, 0usize);
+    for round in 0..12u64 {
+        let mut batch = q.sq(a.qpn).start();
+        let mut sent = Vec::new();
+        for k in 0..6u64 {
+            let id = round * 6 + k;
+            let len = 60 + ((id * 71) % 250) as usize;
+            let fr = eth_frame(len, id);
+            let off = 512 * (id as usize % 32);
+            src.write(off, &fr);
+            batch
+                .send(id)
+                .expect("send")
+                .signaled_if(k == 5)
+                .frame(src.key, src.addr(off), &fr)
+                .expect("frame");
+            sent.push(fr);
+        }
+        batch.complete();
+        let mut got = 0;
+        for _ in 0..100_000 {
+            f.be.progress();
+            q.poll(&mut cq_a).expect("send cq");
+            let n = cq_b.poll_strided(rq.rq(), &mut out).expect("poll_strided");
+            for p in &out[..n] {
+                let fr = sent.get(got).expect("more packets than frames sent");
+                assert_eq!(p.status(), WcStatus::Success, "{p:?}");
+                assert_eq!(usize::from(p.len), fr.len(), "{p:?}");
+                assert_eq!(usize::from(p.strides), fr.len().div_ceil(64), "{p:?}");
+                let off = (p.addr - rq.buf.addr(0)) as usize;
+                assert_eq!(&rq.buf.read(off, fr.len()), fr, "{p:?}");
+                minis += usize::from(p.flags & StridedPacket::MINI != 0);
+                done += usize::from(p.flags & StridedPacket::WQE_DONE != 0);
+                got += 1;
+            }
+            packets += n;
+            if got == sent.len() && q.sqs.values().all(|s| s.outstanding() == 0) {
+                break;
+            }
+        }
+        assert_eq!(got, sent.len(), "round {round}: packets missing");
+        // Refill the WQEs the packets used up (the packets were read).
+        while rq.outstanding() < 8 {
+            rq.post(0x100 + next).expect("post");
+            next += 1;
+        }
+        rq.commit();
+    }
+    assert_eq!(packets, 72);
+    // A WQE ended by a packet flags it; one ended by a filler flags none.
+    assert!(done > 0 && done as u32 <= rq.rq().tail(), "{done}");
+    if compression.is_some() {
+        assert!(minis > 0, "no minis");
+    } else {
+        assert_eq!(minis, 0);
+    }
+    f.be.to_error(b.qpn).expect("to error");
+}
+
+#[test]
+fn striding_rq_poll_strided() {
+    striding_poll_strided(None, 32);
+    striding_poll_strided(None, 1);
+}
+
+#[test]
+fn striding_rq_poll_strided_zip_basic_csum_stridx() {
+    for burst in [32, 8, 5, 1] {
+        striding_poll_strided(
+            zip(CompressionLayout::Basic, MiniCqeFormat::CsumStridx),
+            burst,
+        );
+    }
+}
+
+#[test]
+fn striding_rq_poll_strided_zip_basic_l34h_stridx() {
+    striding_poll_strided(zip(CompressionLayout::Basic, MiniCqeFormat::L34hStridx), 32);
+}
+
+#[test]
+fn striding_rq_poll_strided_zip_basic_ftag_stridx() {
+    // Not a fast-step format: every mini through the general steps.
+    striding_poll_strided(zip(CompressionLayout::Basic, MiniCqeFormat::FtagStridx), 32);
+}
+
+#[test]
+fn striding_rq_poll_strided_zip_enhanced_csum_stridx() {
+    striding_poll_strided(
+        zip(CompressionLayout::Enhanced, MiniCqeFormat::CsumStridx),
+        32,
+    );
 }
 
 #[test]
