@@ -28,7 +28,9 @@ use super::{Opts, PerfError, RawMode, RqArg};
 use crate::backend::{Backend, Buffer, ConnectAttr, QpHandle};
 use crate::emu::device::FlowRule;
 use crate::emu::{Access, Cqn, EmuEvent, Pdn, QpInit, QpType, RqInit};
-use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, WorkQueues, WqRef};
+use mlx5dp::cq::{
+    Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, StridedPacket, WorkQueues, WqRef,
+};
 use mlx5dp::prm::{CqeOpcode, WcStatus};
 use mlx5dp::rq::{RecvWr, Rq, Sge as RSge};
 use mlx5dp::sq::mpw::{
@@ -135,12 +137,16 @@ impl<M: TxMode> WorkQueues for Queues<M> {
         c: StrideCompletion,
         status: WcStatus,
     ) -> Result<RecvRetired, LookupError> {
+        // (The receive CQ of a striding RQ is polled with
+        // `Cq::poll_strided`; this serves a `Cq::poll` of it.)
         let rq = self.striding.as_mut().ok_or(LookupError::UnknownQueue)?;
-        if rq.retire(c, status != WcStatus::Success)? {
+        let error = status != WcStatus::Success;
+        let r = rq.core().retire_strides(c, error)?;
+        if !r.filler && !error {
             self.rx_packets += 1;
         }
         Ok(RecvRetired {
-            wr_id: u64::from(c.wqe_id),
+            wr_id: r.wr_id,
             rx_csum_valid: true,
         })
     }
@@ -151,18 +157,56 @@ impl<M: TxMode> WorkQueues for Queues<M> {
 struct RxSeen {
     completions: u64,
     minis: u64,
-    /// The first packet: (wqe_id or wr_id, stride index).
-    first: Option<(u64, u16)>,
+    /// The first packet: its offset in the receive buffer.
+    first: Option<usize>,
     /// The first packet's bytes were checked.
     checked: bool,
 }
 
-/// Polls `cq`; error completions and receive lengths other than `len`
-/// fail the run.
+/// Polls the striding RQ's CQ `cq` with `Cq::poll_strided` (bursts of
+/// `out.len()`); error completions and lengths other than `len` fail the
+/// run. The re-posted WQEs are published after the caller read what it
+/// reads of the packets ([`StridingRq::refill`]).
+fn poll_strided<M: TxMode>(
+    cq: &mut Cq,
+    q: &mut Queues<M>,
+    out: &mut [StridedPacket],
+    len: u32,
+    seen: &mut RxSeen,
+) -> Result<(), PerfError> {
+    let Some(srq) = q.striding.as_mut() else {
+        return Ok(());
+    };
+    let n = cq
+        .poll_strided(srq.core(), out)
+        .map_err(|e| PerfError::run(format!("poll CQ {:#x}: {e:?}", cq.cqn())))?;
+    for p in &out[..n] {
+        if p.status() != WcStatus::Success {
+            return Err(PerfError::run(format!("error completion {:?}", p.status())));
+        }
+        if u32::from(p.len) != len {
+            return Err(PerfError::run(format!(
+                "received {} bytes, sent {len}",
+                p.len
+            )));
+        }
+        seen.completions += 1;
+        seen.minis += u64::from(p.flags & StridedPacket::MINI != 0);
+        if !seen.checked && seen.first.is_none() {
+            seen.first = Some(srq.offset_of(p.addr));
+        }
+    }
+    q.rx_packets += n as u64;
+    Ok(())
+}
+
+/// Polls `cq` (`slot`: bytes per cyclic receive buffer); error completions
+/// and receive lengths other than `len` fail the run.
 fn poll<M: TxMode>(
     cq: &mut Cq,
     q: &mut Queues<M>,
     len: u32,
+    slot: usize,
     seen: &mut RxSeen,
 ) -> Result<(), PerfError> {
     let mut bad = None;
@@ -187,10 +231,8 @@ fn poll<M: TxMode>(
             bad.get_or_insert_with(|| format!("received {} bytes, sent {len}", c.packet_len()));
         }
         if !seen.checked && seen.first.is_none() {
-            seen.first = Some(match c.stride_index() {
-                Some(s) => (u64::from(c.wqe_id().unwrap_or(0)), s),
-                None => (c.wr_id(), 0),
-            });
+            // A cyclic receive's wr_id is its producer counter.
+            seen.first = Some((c.wr_id() as usize % 4096) * slot);
         }
     });
     if let Err(e) = r {
@@ -373,7 +415,7 @@ fn tx<M: TxMode>(be: Box<dyn Backend>, o: &Opts, inline: bool) -> Result<Report,
             }
         }
         let before = q.tx_done;
-        poll(&mut cq, &mut q, o.size, &mut seen)?;
+        poll(&mut cq, &mut q, o.size, 0, &mut seen)?; // (sends only)
         loops += 1;
         if loops % EVENTS_EVERY == 0 {
             dropped += count_drops(&mut be)?;
@@ -536,6 +578,7 @@ pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
         q.cyclic = Some(rq);
     }
     let batch = o.batch as usize;
+    let mut out = vec![StridedPacket::default(); batch.max(1)];
     let mut seen = RxSeen::default();
     let mut sent = 0u64;
     let mut at = 0usize;
@@ -568,14 +611,14 @@ pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
             at = (at + n) % FRAMES;
         }
         let before = q.rx_packets;
-        poll(&mut cq_tx, &mut q, o.size, &mut seen)?;
-        poll(&mut cq_rx, &mut q, o.size, &mut seen)?;
-        if let Some((id, stride)) = seen.first.take() {
+        poll(&mut cq_tx, &mut q, o.size, slot, &mut seen)?;
+        if striding {
+            poll_strided(&mut cq_rx, &mut q, &mut out, o.size, &mut seen)?;
+        } else {
+            poll(&mut cq_rx, &mut q, o.size, slot, &mut seen)?;
+        }
+        if let Some(off) = seen.first.take() {
             // The first packet's bytes, once: what was sent arrived.
-            let off = match &q.striding {
-                Some(srq) => srq.offset(id as u16, stride),
-                None => (id as usize % 4096) * slot,
-            };
             if rbuf.read(off, size) != frames[0] {
                 return Err(PerfError::run(
                     "the first packet received differs from the one sent",
@@ -585,9 +628,9 @@ pub fn run_rx(be: Box<dyn Backend>, o: &Opts) -> Result<Report, PerfError> {
         }
         let got = q.rx_packets - before;
         if let Some(srq) = q.striding.as_mut() {
-            if srq.outstanding() < srq.entries() / 2 {
-                srq.refill();
-            }
+            // The WQEs the core re-posted, published (DPDK's RQ doorbell
+            // after the burst).
+            srq.refill();
         } else if let Some(rq) = q.cyclic.as_mut() {
             repost(rq, &rbuf, got, slot)?;
         }

@@ -9,13 +9,10 @@
 
 use super::PerfError;
 use crate::backend::{Backend, BackendError, QpHandle};
-use crate::emu::{CompressionCfg, CoreCq, CqInit, CqeSize, EmuRqKind, QpInit, RqRawParts};
-use mlx5dp::barrier;
-use mlx5dp::cq::{Cq, LookupError, StrideCompletion};
-use mlx5dp::prm::{Be32, Be64, DataSeg};
-use mlx5dp::rq::Rq;
+use crate::emu::{CompressionCfg, CoreCq, CqInit, CqeSize, EmuRqKind, QpInit};
+use mlx5dp::cq::Cq;
+use mlx5dp::rq::{MprqSlot, Rq, StridingParams, StridingRq as CoreStridingRq};
 use mlx5dp::sq::{DoorbellPolicy, QpKind, SendQueue, SqShadowEntry, Wqebb};
-use zerocopy::IntoBytes;
 
 /// Moves `t` to the heap for the rest of the process.
 pub fn leak<T>(t: T) -> &'static mut T {
@@ -117,19 +114,16 @@ pub fn recv_queue(h: &'static QpHandle) -> Result<Rq<'static>, PerfError> {
     Ok(rq)
 }
 
-/// A striding (multi-packet) RQ: each WQE is one buffer of
-/// `2^log_num_strides` strides; packets take consecutive strides; a WQE is
-/// done when its strides are all consumed (by packets or a filler).
+/// A striding (multi-packet) RQ: the core's [`CoreStridingRq`] over the
+/// parts of `h`'s RQ, WQE `i` of the ring posted on region `i` of the
+/// receive buffer, re-posted by the core when its strides are all
+/// consumed (DPDK `mlx5_rx_burst_mprq`'s model).
 #[derive(Debug)]
 pub struct StridingRq {
-    parts: RqRawParts<'static>,
+    rq: CoreStridingRq<'static>,
+    entries: u32,
     base: u64,
     lkey: u32,
-    num_strides: u32,
-    stride_bytes: u32,
-    head: u32,
-    tail: u32,
-    consumed: u32,
 }
 
 impl StridingRq {
@@ -149,98 +143,79 @@ impl StridingRq {
         else {
             return Err(PerfError::setup("striding RQ", "not a striding RQ"));
         };
-        let me = Self {
-            num_strides: 1 << log_num_strides,
-            stride_bytes: 1 << log_stride_bytes,
-            head: 0,
-            tail: 0,
-            consumed: 0,
-            base,
-            lkey,
-            parts,
+        let params = StridingParams {
+            log_num_strides,
+            log_stride_bytes,
         };
-        if len < me.parts.size.entries() as usize * me.wqe_bytes() {
+        let n = parts.size.entries() as usize;
+        if len < n * params.wqe_bytes() as usize {
             return Err(PerfError::setup("striding RQ", "receive buffer too small"));
         }
-        Ok(me)
+        let slots = leak(vec![MprqSlot::EMPTY; n]).as_mut_slice();
+        let rq = CoreStridingRq::new(parts.ring, parts.size, params, parts.dbrec, slots)
+            .map_err(|e| PerfError::setup("StridingRq::new", format!("{e:?}")))?;
+        Ok(Self {
+            rq,
+            entries: n as u32,
+            base,
+            lkey,
+        })
+    }
+
+    /// The core's striding RQ (for [`Cq::poll_strided`]).
+    pub fn core(&mut self) -> &mut CoreStridingRq<'static> {
+        &mut self.rq
     }
 
     /// Bytes of one WQE's buffer.
     pub fn wqe_bytes(&self) -> usize {
-        (self.num_strides * self.stride_bytes) as usize
+        self.rq.params().wqe_bytes() as usize
     }
 
     /// Strides per WQE.
     pub fn num_strides(&self) -> u32 {
-        self.num_strides
+        self.rq.params().num_strides()
     }
 
     /// Bytes per stride.
     pub fn stride_bytes(&self) -> u32 {
-        self.stride_bytes
+        self.rq.params().stride_bytes()
     }
 
     /// WQEs in the ring.
     pub fn entries(&self) -> u32 {
-        self.parts.size.entries()
+        self.entries
     }
 
     /// WQEs posted and not done.
     pub fn outstanding(&self) -> u32 {
-        self.head.wrapping_sub(self.tail)
+        self.rq.outstanding()
     }
 
     /// Strides still free in the WQEs posted (the device's credit).
     pub fn free_strides(&self) -> u32 {
-        (self.outstanding() * self.num_strides).saturating_sub(self.consumed)
+        (self.outstanding() * self.num_strides()).saturating_sub(self.rq.consumed_strides())
     }
 
-    /// Posts WQEs until the ring is full, then publishes them; returns how
-    /// many were posted.
+    /// Posts WQEs until the ring is full (WQE `i` on region `i % entries`
+    /// of the buffer), then publishes them and the core's re-posts;
+    /// returns how many were posted.
     pub fn refill(&mut self) -> u32 {
         let mut n = 0;
-        while self.outstanding() < self.parts.size.entries() {
-            let slot = self.parts.size.slot(self.head);
-            // A striding RQ WQE: 16 reserved bytes, then one data segment.
-            let mut wqe = [0u8; 32];
-            let seg = DataSeg {
-                byte_count: Be32::new(self.wqe_bytes() as u32),
-                lkey: Be32::new(self.lkey),
-                addr: Be64::new(self.base + (slot * self.wqe_bytes()) as u64),
-            };
-            wqe[16..].copy_from_slice(seg.as_bytes());
-            let stride = 1usize << (self.parts.wqe_shift);
-            self.parts.ring.write_wrapping(slot * stride, &wqe);
-            self.head = self.head.wrapping_add(1);
+        while self.outstanding() < self.entries() {
+            let region = self.rq.head() % self.entries();
+            let addr = self.base + u64::from(region) * self.wqe_bytes() as u64;
+            if self.rq.post(u64::from(region), addr, self.lkey).is_err() {
+                break;
+            }
             n += 1;
         }
-        if n > 0 {
-            // The WQEs must be visible before the counter that publishes them.
-            barrier::to_device();
-            self.parts.dbrec.write_be(self.head & 0xffff);
-        }
+        self.rq.commit();
         n
     }
 
-    /// Accounts for a stride completion: whether it carried a packet.
-    pub fn retire(&mut self, c: StrideCompletion, error: bool) -> Result<bool, LookupError> {
-        if self.outstanding() == 0 {
-            return Err(LookupError::NotInFlight);
-        }
-        if !error && c.wqe_id != self.tail as u16 {
-            return Err(LookupError::NotInFlight);
-        }
-        self.consumed += u32::from(c.strides);
-        if error || self.consumed >= self.num_strides {
-            self.consumed = 0;
-            self.tail = self.tail.wrapping_add(1);
-        }
-        Ok(!c.filler && !error)
-    }
-
-    /// Offset in the receive buffer of stride `stride_index` of WQE `wqe_id`.
-    pub fn offset(&self, wqe_id: u16, stride_index: u16) -> usize {
-        let slot = usize::from(wqe_id) & self.parts.size.mask() as usize;
-        slot * self.wqe_bytes() + usize::from(stride_index) * self.stride_bytes as usize
+    /// Offset in the receive buffer of the packet at device address `addr`.
+    pub fn offset_of(&self, addr: u64) -> usize {
+        addr.wrapping_sub(self.base) as usize
     }
 }
