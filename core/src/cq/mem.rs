@@ -1186,6 +1186,12 @@ impl<const S: usize> Run<S> {
         }
     }
 
+    /// Entries in the run.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Entry `i`, if inside the run.
     #[inline(always)]
     pub(crate) fn entry(&self, i: usize) -> Option<Entry> {

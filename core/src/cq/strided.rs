@@ -16,11 +16,15 @@
 //!   the stride index and the whole byte-count word (CSUM_STRIDX,
 //!   L34H_STRIDX): the session is opened by the general steps' own code,
 //!   then each mini array is copied once and its minis accounted in order,
-//!   the array's slots invalidated as the general steps invalidate them.
+//!   the array's slots invalidated as the general steps invalidate them;
+//! - enhanced-layout compressed CQEs of such minis after a successful
+//!   responder title: each copied once after its validity byte and one
+//!   barrier, its minis accounted in order (the title itself, a regular
+//!   CQE, takes the general steps, which keep it for the blocks).
 //!
-//! Everything else (error CQEs, requester CQEs, other mini formats, the
-//! enhanced layout, an array with more minis than `out` has room for, a
-//! session the general steps left inside an array) goes through
+//! Everything else (error CQEs, requester CQEs, other mini formats, an
+//! array or block with more minis than `out` has room for, a session the
+//! general steps left open) goes through
 //! [`Cq::poll`] with a [`WorkQueues`] that accounts on the same RQ and
 //! records what it retired: the same completions, consumer index, slot
 //! invalidations, doorbell-record writes and errors as the fast steps (the
@@ -31,10 +35,13 @@ use super::mem::{SizedRing, OP_OWN};
 use super::zip::{self, MiniKind};
 use super::{
     barrier, lookup_error, Completion, Cq, Layout, LookupError, Origin, PollError, RecvRetired,
-    SendRetired, StrideCompletion, WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED,
-    FORMAT_MASK, NO_ZIP, OP_RESP_SEND_INV, OP_RESP_WR_IMM,
+    SendRetired, StrideCompletion, Title, WorkQueues, WqRef, BASIC, ENHANCED, FORMAT_COMPRESSED,
+    FORMAT_INLINE64, FORMAT_MASK, NO_ZIP, OP_RESP_SEND_INV, OP_RESP_WR_IMM,
 };
-use crate::prm::{MiniCqeArray, MprqByteCnt, WcStatus, CQE_INVALIDATE, MINI_CQE_ARRAY_SIZE};
+use crate::prm::{
+    MiniCqe, MiniCqeArray, MprqByteCnt, WcStatus, CQE_INVALIDATE, ENHANCED_MAX_MINIS,
+    MINI_CQE_ARRAY_SIZE,
+};
 use crate::rq::{StrideRetired, StridingRq};
 use core::cell::Cell;
 
@@ -147,6 +154,81 @@ fn fast_minis(opcode: u8, kind: MiniKind) -> bool {
         && matches!(kind, MiniKind::CsumStridx | MiniKind::L34hStridx)
 }
 
+/// A stride mini's completion (stride index in bytes 2–3, the byte-count
+/// word in bytes 4–7: CSUM_STRIDX, L34H_STRIDX) and its packet's length.
+#[inline(always)]
+fn stride_mini(m: &MiniCqe, wqe_id: u16) -> (StrideCompletion, u16) {
+    let [_, _, s0, s1, w0, w1, w2, w3] = m.bytes;
+    stride_completion(
+        wqe_id,
+        u16::from_be_bytes([s0, s1]),
+        u32::from_be_bytes([w0, w1, w2, w3]),
+    )
+}
+
+/// The completion of a packet of WQE `wqe_id` at stride `stride_index`
+/// with byte-count word `word` ([`MprqByteCnt`]), and its length.
+#[inline(always)]
+fn stride_completion(wqe_id: u16, stride_index: u16, word: u32) -> (StrideCompletion, u16) {
+    let b = MprqByteCnt::from_bits(word);
+    let c = StrideCompletion {
+        wqe_id,
+        stride_index,
+        strides: b.strides(),
+        filler: b.filler(),
+    };
+    (c, b.byte_cnt())
+}
+
+/// Accounts completions `item(0..k)` in order on the WQE `rq` is filling
+/// (its state in registers, written back once per WQE and at the end),
+/// each packet (not a filler) written to `out` from `*n` (flagged `mini`);
+/// `Err(i)` if completion `i` was refused (those before it accounted, the
+/// queue as [`StridingRq::retire_strides`] leaves it: unchanged by `i`).
+#[inline(always)]
+fn account(
+    rq: &mut StridingRq<'_>,
+    out: &mut [StridedPacket],
+    n: &mut usize,
+    k: usize,
+    mini: bool,
+    mut item: impl FnMut(usize) -> (StrideCompletion, u16),
+) -> Result<(), usize> {
+    if k == 0 {
+        return Ok(());
+    }
+    // Only a published WQE can be reported: else the first is refused.
+    let Some(mut f) = rq.filling() else {
+        return Err(0);
+    };
+    for i in 0..k {
+        let (c, len) = item(i);
+        let Some(addr) = f.take(c) else {
+            rq.settle(&f);
+            return Err(i);
+        };
+        let done = f.is_done();
+        if !c.filler {
+            if let Some(slot) = out.get_mut(*n) {
+                *slot = StridedPacket::ok(addr, len, &c, done, mini);
+            }
+            *n += 1;
+        }
+        if done {
+            // Once per WQE: its end, then the next one (none published:
+            // the next completion is refused).
+            rq.settle(&f);
+            match rq.filling() {
+                Some(next) => f = next,
+                None if i + 1 < k => return Err(i + 1),
+                None => return Ok(()),
+            }
+        }
+    }
+    rq.settle(&f);
+    Ok(())
+}
+
 /// What the fast steps left to the general ones.
 enum Next {
     /// Nothing: `out` is full or the CQ is empty.
@@ -215,7 +297,7 @@ impl Cq {
                 break Ok(());
             }
             let next = if M == ENHANCED {
-                Ok(Next::General)
+                self.strided_enhanced(rq, out, &mut n)
             } else {
                 match self.ring.sized::<S>() {
                     Some(ring) => self.strided_fast::<M, S>(ring, rq, out, &mut n),
@@ -229,12 +311,11 @@ impl Cq {
                     let open = self.session.map(|s| s.next);
                     // At most one completion: the fast steps take over
                     // again after it.
-                    let room = if M == ENHANCED { max - n } else { 1 };
-                    match self.strided_general(rq, &mut out[n..n + room]) {
+                    match self.strided_general(rq, &mut out[n..n + 1]) {
                         Ok(k) => {
                             n += k;
                             let moved = self.ci != ci || self.session.map(|s| s.next) != open;
-                            if k == 0 && !moved || M == ENHANCED {
+                            if k == 0 && !moved {
                                 break Ok(());
                             }
                         }
@@ -319,48 +400,219 @@ impl Cq {
             barrier::from_device();
             // Step 3: each entry's three fields, once; accounted in order
             // on the WQE being filled, in registers.
-            let mut fill = rq.filling();
-            for i in 0..k {
-                let Some((wqe_id, stride_index, word)) = run.stride_fields(i) else {
-                    break;
-                };
-                let b = MprqByteCnt::from_bits(word);
-                let c = StrideCompletion {
-                    wqe_id,
-                    stride_index,
-                    strides: b.strides(),
-                    filler: b.filler(),
-                };
-                let took = match &mut fill {
-                    Some(f) => f.take(c).map(|addr| (addr, f.is_done())),
-                    None => None,
-                };
-                let Some((addr, done)) = took else {
-                    if let Some(f) = &fill {
-                        rq.settle(f);
-                    }
-                    // The refused CQE is consumed (as by `advance_in`).
-                    self.ci = ci0.wrapping_add(i as u32 + 1);
-                    return Err(self.plain_refused(ring, ci0.wrapping_add(i as u32)));
-                };
-                if !c.filler {
-                    if let Some(slot) = out.get_mut(*n) {
-                        *slot = StridedPacket::ok(addr, b.byte_cnt(), &c, done, false);
-                    }
-                    *n += 1;
-                }
-                if done {
-                    if let Some(f) = &fill {
-                        rq.settle(f);
-                    }
-                    fill = rq.filling();
-                }
-            }
-            if let Some(f) = &fill {
-                rq.settle(f);
+            let run = run.prefix(k);
+            let k = run.len();
+            let accounted = account(rq, out, n, k, false, |i| {
+                // (`i < k`: always inside the run.)
+                let (wqe_id, stride_index, word) = run.stride_fields(i).unwrap_or_default();
+                stride_completion(wqe_id, stride_index, word)
+            });
+            if let Err(i) = accounted {
+                // The refused CQE is consumed (as by `advance_in`).
+                self.ci = ci0.wrapping_add(i as u32 + 1);
+                return Err(self.plain_refused(ring, ci0.wrapping_add(i as u32)));
             }
             self.ci = ci0.wrapping_add(k as u32);
         }
+    }
+
+    /// Enhanced layout, from the consumer index: successful responder
+    /// CQEs (each the new title, kept in `cur` as `track_title` keeps it)
+    /// and compressed CQEs of stride minis of such a title, each copied
+    /// once after its validity byte and one barrier, their packets
+    /// accounted in order; a block larger than the room left is taken in
+    /// part and left open as the general steps leave it (its minis
+    /// decoded into the current batch), and an open session of stride
+    /// minis goes on from that batch. Until `out` is full, the CQ is empty
+    /// or an entry needs the general steps.
+    #[inline(always)]
+    fn strided_enhanced(
+        &mut self,
+        rq: &mut StridingRq<'_>,
+        out: &mut [StridedPacket],
+        n: &mut usize,
+    ) -> Result<Next, PollError> {
+        let Some((_, format)) = self.cfg.compression else {
+            return Ok(Next::General);
+        };
+        let max = out.len();
+        loop {
+            if *n >= max {
+                return Ok(Next::Done);
+            }
+            if let Some(s) = self.session {
+                let opcode = self.cur.cqe.op_own.into_bits() >> 4;
+                if s.carried || !fast_minis(opcode, s.unzip.kind) {
+                    return Ok(Next::General);
+                }
+                self.strided_batch(s, rq, out, n)?;
+                continue;
+            }
+            let ci = self.ci;
+            let entry = self.ring.entry(ci);
+            // Step 1: the ownership byte (the validity iteration count),
+            // once (PRM-FACTS §9.2).
+            if self.ring.read_validity(entry) != self.size.iteration(ci) {
+                return Ok(Next::Done);
+            }
+            // Step 2: the body after it; step 3: one copy.
+            barrier::from_device();
+            let cqe = self.ring.copy_cqe(entry);
+            let op_own = cqe.op_own.into_bits();
+            if op_own & FORMAT_MASK != FORMAT_COMPRESSED {
+                // A regular CQE: a successful receive (not inline-64) is
+                // the new title and one packet.
+                if !(OP_RESP_WR_IMM..=OP_RESP_SEND_INV).contains(&(op_own >> 4))
+                    || op_own & FORMAT_MASK == FORMAT_INLINE64
+                {
+                    return Ok(Next::General);
+                }
+                self.set_title(&cqe);
+                self.cur.cqe = cqe;
+                self.cur.set_regular();
+                self.ci = ci.wrapping_add(1);
+                let b = MprqByteCnt::from_bits(cqe.byte_cnt.get());
+                let c = StrideCompletion {
+                    wqe_id: cqe.wqe_id.get(),
+                    stride_index: cqe.wqe_counter.get(),
+                    strides: b.strides(),
+                    filler: b.filler(),
+                };
+                let r = rq.retire_strides(c, false).map_err(|e| {
+                    let wq = WqRef {
+                        qpn: cqe.sop_drop_qpn.qpn(),
+                        srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
+                    };
+                    lookup_error(e, false, wq, c.stride_index)
+                })?;
+                if !c.filler {
+                    if let Some(slot) = out.get_mut(*n) {
+                        *slot =
+                            StridedPacket::ok(r.addr, b.byte_cnt(), &c, r.done.is_some(), false);
+                    }
+                    *n += 1;
+                }
+                continue;
+            }
+            let count = zip::enhanced_count(cqe.op_own);
+            let title = &self.cur.cqe;
+            let kind = MiniKind::of(title, format);
+            if self.title != Title::InCur
+                || count as usize > ENHANCED_MAX_MINIS
+                || !fast_minis(title.op_own.into_bits() >> 4, kind)
+            {
+                return Ok(Next::General);
+            }
+            let wqe_id = title.wqe_id.get();
+            // The minis fill the CQE from byte 0 (lane 7 never used).
+            let array: MiniCqeArray = zerocopy::transmute!(cqe);
+            let take = (count as usize).min(max - *n);
+            let minis = &array.minis;
+            let accounted = account(rq, out, n, take, true, |j| {
+                stride_mini(&minis[j % MINI_CQE_ARRAY_SIZE], wqe_id)
+            });
+            if let Err(j) = accounted {
+                self.open_block(ci, count, j as u32 + 1, &array);
+                let (c, _) = stride_mini(&minis[j % MINI_CQE_ARRAY_SIZE], wqe_id);
+                return Err(self.mini_error(c.stride_index));
+            }
+            if take < count as usize {
+                // Room for part of the block: its session left open.
+                self.open_block(ci, count, take as u32, &array);
+                return Ok(Next::Done);
+            }
+            // As `MiniBatch::end_counter`: after the last mini (read only
+            // by formats without a stride index, which a new title resets;
+            // kept as the general steps leave it).
+            let (last, _) = stride_mini(&minis[(take - 1) % MINI_CQE_ARRAY_SIZE], wqe_id);
+            self.running = last.stride_index.wrapping_add(last.strides);
+            self.ci = ci.wrapping_add(count);
+        }
+    }
+
+    /// Enhanced layout, session `s` of stride minis open (its block
+    /// decoded into the current batch): its next minis, as many as `out`
+    /// has room for, accounted from the batch; the session closed (the
+    /// consumer index past it) after its last, as `next_mini` leaves it.
+    #[inline(always)]
+    fn strided_batch(
+        &mut self,
+        mut s: zip::Session,
+        rq: &mut StridingRq<'_>,
+        out: &mut [StridedPacket],
+        n: &mut usize,
+    ) -> Result<(), PollError> {
+        let wqe_id = self.cur.cqe.wqe_id.get();
+        let end = s.count.min(s.next + (out.len() - *n) as u32);
+        let batch = &self.cur.batch;
+        let lane = |i: usize| (s.next as usize + i) % MINI_CQE_ARRAY_SIZE;
+        let item = |i: usize| {
+            let l = lane(i);
+            stride_completion(wqe_id, batch.wqe_counter[l], batch.byte_cnt[l])
+        };
+        let accounted = account(rq, out, n, (end - s.next) as usize, true, item);
+        if let Err(i) = accounted {
+            let (c, _) = item(i);
+            s.next += i as u32 + 1;
+            self.leave_session(s);
+            return Err(self.mini_error(c.stride_index));
+        }
+        s.next = end;
+        self.leave_session(s);
+        Ok(())
+    }
+
+    /// Enhanced layout: the session of the compressed CQE at `ci` (`count`
+    /// minis, copied in `array`) as `decode_enhanced` opens it (the block
+    /// decoded into the current completion's batch), its minis before
+    /// `next` consumed.
+    #[cold]
+    #[inline(never)]
+    fn open_block(&mut self, ci: u32, count: u32, next: u32, array: &MiniCqeArray) {
+        let Some((_, format)) = self.cfg.compression else {
+            return;
+        };
+        let unzip = zip::Unzip::new(&self.cur.cqe, self.mini_view(format));
+        self.ensure_batch_title();
+        self.running = self.cfg.unzip.decode_count(
+            unzip,
+            &array.minis,
+            count as usize,
+            self.running,
+            &mut self.cur.batch,
+        );
+        self.leave_session(zip::Session {
+            base: ci,
+            count,
+            next,
+            unzip,
+            fused: None,
+            carried: false,
+        });
+    }
+
+    /// Enhanced layout: session `s` after its mini `s.next - 1`, kept open,
+    /// or closed with the consumer index past it after its last.
+    #[inline(always)]
+    fn leave_session(&mut self, s: zip::Session) {
+        if s.next == s.count {
+            self.ci = s.base.wrapping_add(s.count);
+            self.session = None;
+        } else {
+            self.session = Some(s);
+        }
+    }
+
+    /// The error of a refused mini of the title in `cur`.
+    #[cold]
+    #[inline(never)]
+    fn mini_error(&self, stride_index: u16) -> PollError {
+        let cqe = &self.cur.cqe;
+        let wq = WqRef {
+            qpn: cqe.sop_drop_qpn.qpn(),
+            srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
+        };
+        lookup_error(LookupError::NotInFlight, false, wq, stride_index)
     }
 
     /// Basic layout, the open session at an array boundary, its minis
@@ -389,42 +641,14 @@ impl Cq {
         // (Read after the title's barrier: an array is the title's.)
         let array: MiniCqeArray = zerocopy::transmute!(self.ring.copy_cqe(entry));
         let wqe_id = self.cur.cqe.wqe_id.get();
-        let mut fill = rq.filling();
-        for (j, m) in array.minis.iter().take(count as usize).enumerate() {
-            let [_, _, s0, s1, w0, w1, w2, w3] = m.bytes;
-            let b = MprqByteCnt::from_bits(u32::from_be_bytes([w0, w1, w2, w3]));
-            let c = StrideCompletion {
-                wqe_id,
-                stride_index: u16::from_be_bytes([s0, s1]),
-                strides: b.strides(),
-                filler: b.filler(),
-            };
-            let took = match &mut fill {
-                Some(f) => f.take(c).map(|addr| (addr, f.is_done())),
-                None => None,
-            };
-            let Some((addr, done)) = took else {
-                if let Some(f) = &fill {
-                    rq.settle(f);
-                }
-                s.next += j as u32 + 1;
-                return Err(self.mini_refused(s, &array, c.stride_index));
-            };
-            if !c.filler {
-                if let Some(slot) = out.get_mut(*n) {
-                    *slot = StridedPacket::ok(addr, b.byte_cnt(), &c, done, true);
-                }
-                *n += 1;
-            }
-            if done {
-                if let Some(f) = &fill {
-                    rq.settle(f);
-                }
-                fill = rq.filling();
-            }
-        }
-        if let Some(f) = &fill {
-            rq.settle(f);
+        let minis = &array.minis;
+        let accounted = account(rq, out, n, count as usize, true, |j| {
+            stride_mini(&minis[j % MINI_CQE_ARRAY_SIZE], wqe_id)
+        });
+        if let Err(j) = accounted {
+            s.next += j as u32 + 1;
+            let (c, _) = stride_mini(&minis[j % MINI_CQE_ARRAY_SIZE], wqe_id);
+            return Err(self.mini_refused(s, &array, c.stride_index));
         }
         s.next += count;
         self.close_array(s);

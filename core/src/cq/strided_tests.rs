@@ -36,7 +36,8 @@ struct Side {
 
 impl Side {
     fn new(stride: CqeSize, compression: Option<(Layout, MiniCqeFormat)>) -> (Self, Cq) {
-        let cqm = Mem::new(CQES, stride, false);
+        let enhanced = matches!(compression, Some((Layout::Enhanced, _)));
+        let cqm = Mem::new(CQES, stride, enhanced);
         let cq = cqm.cq(CqConfig {
             compression,
             striding_rq: true,
@@ -70,6 +71,9 @@ struct Device {
     wqe: u32,
     consumed: u16,
     compression: Option<(Layout, MiniCqeFormat)>,
+    /// Enhanced layout: the WQE of the last successful regular CQE (the
+    /// title compressed CQEs take their `wqe_id` from).
+    title_wqe: Option<u32>,
 }
 
 /// One packet (or filler) of the stream.
@@ -82,6 +86,48 @@ struct Pkt {
 impl Device {
     fn owner(&self, index: u32) -> bool {
         index / CQES as u32 % 2 == 1
+    }
+
+    fn enhanced(&self) -> bool {
+        matches!(self.compression, Some((Layout::Enhanced, _)))
+    }
+
+    /// Writes a regular CQE at `index`: the enhanced layout's validity
+    /// iteration count in byte 62 (PRM-FACTS §9.2).
+    fn put_regular(&self, sides: &[&Side], index: u32, mut cqe: Cqe64) {
+        if self.enhanced() {
+            cqe.signature = (index / CQES as u32) as u8;
+        }
+        self.put(sides, index, &cqe);
+    }
+
+    /// The minis of one compressed session or block, all in the WQE being
+    /// filled: up to `count` packets (or refused minis), fewer if the WQE
+    /// ends first.
+    fn minis(&mut self, rng: &mut Rng, count: u32) -> Vec<Pkt> {
+        let wqe = self.wqe;
+        let mut minis = Vec::new();
+        while minis.len() < count as usize && self.wqe == wqe {
+            if rng.below(40) == 0 {
+                // A mini the RQ refuses.
+                minis.push(self.refused(rng));
+            } else {
+                minis.push(self.packet(rng));
+            }
+        }
+        minis
+    }
+
+    /// One mini of a stride format: checksum or header types, stride
+    /// index, byte-count word.
+    fn mini_bytes(&self, p: &Pkt) -> [u8; 8] {
+        let csum = matches!(self.compression, Some((_, MiniCqeFormat::CsumStridx)));
+        let head = if csum { 0xbeef } else { 0x2300 };
+        let mut m = [0u8; 8];
+        m[..2].copy_from_slice(&u16::to_be_bytes(head));
+        m[2..4].copy_from_slice(&p.stride.to_be_bytes());
+        m[4..].copy_from_slice(&p.word.to_be_bytes());
+        m
     }
 
     /// The next packet of the WQE being filled: a packet of 1 to 5 strides
@@ -150,8 +196,26 @@ impl Device {
     /// WQE published (`head`); returns whether it wrote an error CQE.
     fn step(&mut self, sides: &[&Side], rng: &mut Rng, ci: u32, head: u32) -> Option<bool> {
         let room = CQES as u32 - self.pi.wrapping_sub(ci);
-        if room == 0 || self.wqe >= head {
+        if room == 0 {
             return None;
+        }
+        if self.wqe >= head {
+            if rng.below(4) != 0 {
+                return None;
+            }
+            // A packet for a WQE the doorbell record has not published:
+            // refused (the stream goes on as if it had not been written).
+            let p = Pkt {
+                stride: self.consumed,
+                word: MprqByteCnt::new()
+                    .with_byte_cnt(60)
+                    .with_strides(1)
+                    .into_bits(),
+            };
+            self.put_regular(sides, self.pi, self.resp(self.pi, self.wqe, p));
+            self.title_wqe = Some(self.wqe);
+            self.pi += 1;
+            return Some(false);
         }
         let basic = matches!(self.compression, Some((Layout::Basic, _)));
         let roll = rng.below(100);
@@ -166,7 +230,7 @@ impl Device {
                     .with_owner(self.owner(self.pi)),
                 ..ErrCqe::default()
             };
-            self.put(sides, self.pi, &zerocopy::transmute!(e));
+            self.put_regular(sides, self.pi, zerocopy::transmute!(e));
             self.pi += 1;
             return Some(true);
         }
@@ -174,8 +238,28 @@ impl Device {
             // A CQE the RQ refuses (a stride already consumed or not yet
             // reached): the stream goes on as if it had not been written.
             let p = self.refused(rng);
-            self.put(sides, self.pi, &self.resp(self.pi, self.wqe, p));
+            self.put_regular(sides, self.pi, self.resp(self.pi, self.wqe, p));
+            // (In the enhanced layout a refused CQE still becomes the title.)
+            self.title_wqe = Some(self.wqe);
             self.pi += 1;
+            return Some(false);
+        }
+        if self.enhanced() && roll < 60 && self.title_wqe == Some(self.wqe) {
+            // A compressed CQE of 1 to 7 minis of the title's WQE; it
+            // stands for as many indices.
+            let count = (1 + rng.below(7) as u32).min(room);
+            let minis = self.minis(rng, count);
+            let mut b = [0u8; 64];
+            for (i, p) in minis.iter().enumerate() {
+                b[i * 8..i * 8 + 8].copy_from_slice(&self.mini_bytes(p));
+            }
+            b[62] = (self.pi / CQES as u32) as u8;
+            b[63] = OpOwn::new()
+                .with_format(3)
+                .with_opcode(minis.len() as u8 - 1)
+                .into_bits();
+            self.put(sides, self.pi, &zerocopy::transmute!(b));
+            self.pi += minis.len() as u32;
             return Some(false);
         }
         if basic && roll < 45 && room >= 2 {
@@ -184,15 +268,7 @@ impl Device {
             count = count.min(room);
             let wqe = self.wqe;
             let first = self.consumed;
-            let mut minis = Vec::new();
-            while minis.len() < count as usize && self.wqe == wqe {
-                if rng.below(40) == 0 {
-                    // A mini the RQ refuses, as above.
-                    minis.push(self.refused(rng));
-                } else {
-                    minis.push(self.packet(rng));
-                }
-            }
+            let minis = self.minis(rng, count);
             let mut title = self.resp(
                 self.pi,
                 wqe,
@@ -210,14 +286,10 @@ impl Device {
             let count = minis.len() as u32;
             title.op_own = title.op_own.with_format(3);
             title.byte_cnt = Be32::new(count);
-            let csum = matches!(self.compression, Some((_, MiniCqeFormat::CsumStridx)));
             for (k, chunk) in minis.chunks(8).enumerate() {
                 let mut array = [0u8; 64];
                 for (m, p) in array.chunks_exact_mut(8).zip(chunk) {
-                    let head = if csum { 0xbeef } else { 0x2300 };
-                    m[..2].copy_from_slice(&u16::to_be_bytes(head));
-                    m[2..4].copy_from_slice(&p.stride.to_be_bytes());
-                    m[4..].copy_from_slice(&p.word.to_be_bytes());
+                    m.copy_from_slice(&self.mini_bytes(p));
                 }
                 let at = self.pi + zip::basic_array_offset(k as u32);
                 for s in sides {
@@ -233,7 +305,8 @@ impl Device {
         }
         let wqe = self.wqe;
         let p = self.packet(rng);
-        self.put(sides, self.pi, &self.resp(self.pi, wqe, p));
+        self.put_regular(sides, self.pi, self.resp(self.pi, wqe, p));
+        self.title_wqe = Some(wqe);
         self.pi += 1;
         Some(false)
     }
@@ -270,6 +343,7 @@ fn run_case(seed: u64, stride: CqeSize, compression: Option<(Layout, MiniCqeForm
         wqe: 0,
         consumed: 0,
         compression,
+        title_wqe: None,
     };
     let steps = if cfg!(miri) { 6 } else { 120 };
     let mut packets = 0;
@@ -356,6 +430,15 @@ fn poll_strided_matches_poll_on_random_streams() {
         ),
         // Minis without a stride index: the general steps throughout.
         (CqeSize::B64, Some((Layout::Basic, MiniCqeFormat::Hash))),
+        (
+            CqeSize::B64,
+            Some((Layout::Enhanced, MiniCqeFormat::CsumStridx)),
+        ),
+        (
+            CqeSize::B128,
+            Some((Layout::Enhanced, MiniCqeFormat::L34hStridx)),
+        ),
+        (CqeSize::B64, Some((Layout::Enhanced, MiniCqeFormat::Hash))),
     ];
     let mut packets = 0;
     for (i, (size, compression)) in configs.into_iter().enumerate() {
