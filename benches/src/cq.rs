@@ -13,6 +13,9 @@
 //! when its last stride is consumed, `StridingRq::commit` after each
 //! call), each packet located from its WQE and stride index: regular CQEs,
 //! or basic sessions of 8 or 64 CSUM_STRIDX minis. Unit: packet.
+//! `cq/mprq_strided32_*`: the same streams polled with `Cq::poll_strided`
+//! (the same accounting and re-posting), each packet's address and length
+//! read from the `StridedPacket` array.
 //!
 //! Measured per completion: `Cq::poll` (or `start_poll`/`next_poll`/
 //! `end_poll`) with at most 32 completions per call, each resolved through
@@ -83,6 +86,10 @@ pub enum Stream {
     /// per packet; `n` (8 or 64), basic-layout sessions of `n` CSUM_STRIDX
     /// minis (`n` slots; a session never spans two WQEs).
     Mprq(u32),
+    /// The same packets in the enhanced layout: a regular CQE (the title,
+    /// one packet) and `n` CSUM_STRIDX minis in compressed CQEs of up to
+    /// seven (`1 + n` slots, all in one WQE: `n` is 7 or 63).
+    MprqEnhanced(u32),
 }
 
 impl Stream {
@@ -91,7 +98,7 @@ impl Stream {
         match self {
             Stream::Uncompressed | Stream::Mprq(0) => 1,
             Stream::Basic(n) | Stream::Mprq(n) => n,
-            Stream::Enhanced(n) => 1 + n,
+            Stream::Enhanced(n) | Stream::MprqEnhanced(n) => 1 + n,
         }
     }
     /// Completions one item yields.
@@ -198,6 +205,35 @@ impl CqDevice {
                         self.put(p.wrapping_add(zip::basic_array_offset(a)), &array);
                     }
                 }
+                Stream::MprqEnhanced(n) => {
+                    let k = self.produced;
+                    let one = MprqByteCnt::new().with_byte_cnt(64).with_strides(1);
+                    let mask = u64::from(MPRQ_STRIDES - 1);
+                    let mut c = self.title(p, CqeOpcode::RespSend, 0);
+                    c.wqe_id = Be16::new((k >> MPRQ_LOG_STRIDES) as u16);
+                    c.wqe_counter = Be16::new((k & mask) as u16);
+                    c.set_mprq_byte_cnt(one);
+                    self.put(p, zerocopy::transmute_ref!(&c));
+                    let mut q = p.wrapping_add(1);
+                    let mut next = k + 1;
+                    let mut left = n;
+                    while left > 0 {
+                        let b = left.min(ENHANCED_MAX_MINIS as u32);
+                        let mut z = EnhancedCompressedCqe::default();
+                        for (j, m) in z.minis.iter_mut().take(b as usize).enumerate() {
+                            let stride = (next + j as u64) & mask;
+                            m.bytes[..2].copy_from_slice(&0x1234u16.to_be_bytes());
+                            m.bytes[2..4].copy_from_slice(&(stride as u16).to_be_bytes());
+                            m.bytes[4..].copy_from_slice(&one.into_bits().to_be_bytes());
+                        }
+                        z.validity_iteration_count = self.size.iteration(q);
+                        z.op_own = OpOwn::new().with_opcode((b - 1) as u8).with_format(3);
+                        self.put(q, zerocopy::transmute_ref!(&z));
+                        q = q.wrapping_add(b);
+                        next += u64::from(b);
+                        left -= b;
+                    }
+                }
                 Stream::Enhanced(n) => {
                     let t = self.title(p, CqeOpcode::RespSend, 0);
                     self.put(p, zerocopy::transmute_ref!(&t));
@@ -233,7 +269,7 @@ struct Line([u8; 64]);
 /// its device model.
 fn leak_cq(stream: Stream, unzip: UnzipPath) -> (Cq, CqDevice) {
     let n = CQE_CNT as usize;
-    let enhanced = matches!(stream, Stream::Enhanced(_));
+    let enhanced = matches!(stream, Stream::Enhanced(_) | Stream::MprqEnhanced(_));
     // 64-byte aligned slots, as a CQ buffer from mlx5dv (page-aligned).
     let mut lines = vec![Line([0u8; 64]); n];
     for Line(slot) in lines.iter_mut() {
@@ -249,6 +285,7 @@ fn leak_cq(stream: Stream, unzip: UnzipPath) -> (Cq, CqDevice) {
         Stream::Basic(_) => Some((Layout::Basic, MiniCqeFormat::Hash)),
         Stream::Enhanced(_) => Some((Layout::Enhanced, MiniCqeFormat::Hash)),
         Stream::Mprq(_) => Some((Layout::Basic, MiniCqeFormat::CsumStridx)),
+        Stream::MprqEnhanced(_) => Some((Layout::Enhanced, MiniCqeFormat::CsumStridx)),
     };
     let parts = CqParts {
         buf: NonNull::new(ring).expect("ring"),
@@ -261,7 +298,7 @@ fn leak_cq(stream: Stream, unzip: UnzipPath) -> (Cq, CqDevice) {
     let config = CqConfig {
         compression,
         unzip,
-        striding_rq: matches!(stream, Stream::Mprq(_)),
+        striding_rq: matches!(stream, Stream::Mprq(_) | Stream::MprqEnhanced(_)),
         ..CqConfig::default()
     };
     // SAFETY: ring and doorbell record are leaked (they live for the rest
@@ -556,16 +593,17 @@ impl Scenario for MprqScenario {
     }
 }
 
-/// A `cq/mprq_*` scenario: the CQ of `Stream::Mprq(minis)` and a striding
-/// RQ of [`MPRQ_WQES`] WQEs, all posted and published, polled by
-/// `Cq::poll_strided` if `strided`, else by `Cq::poll`.
+/// A `cq/mprq_*` scenario: the CQ of `stream` (`Stream::Mprq` or
+/// `Stream::MprqEnhanced`) and a striding RQ of [`MPRQ_WQES`] WQEs, all
+/// posted and published, polled by `Cq::poll_strided` if `strided`, else
+/// by `Cq::poll`.
 fn mprq_scenario(
     name: &'static str,
-    minis: u32,
+    stream: Stream,
     unzip: UnzipPath,
     strided: bool,
 ) -> Box<dyn Scenario> {
-    let (cq, dev) = leak_cq(Stream::Mprq(minis), unzip);
+    let (cq, dev) = leak_cq(stream, unzip);
     // 32-byte WQEs (`MprqWqe`).
     let bytes = MPRQ_WQES as usize * 32;
     let ring = leak_raw(vec![0u128; bytes / 16]).cast::<u8>();
@@ -1381,19 +1419,73 @@ pub fn all() -> Vec<Box<dyn Scenario>> {
         ),
     ]);
     v.extend([
-        mprq_scenario("cq/mprq_poll32_uncompressed", 0, UnzipPath::Scalar, false),
-        mprq_scenario("cq/mprq_poll32_csum_stridx8_best", 8, best, false),
-        mprq_scenario("cq/mprq_poll32_csum_stridx64_best", 64, best, false),
+        mprq_scenario(
+            "cq/mprq_poll32_uncompressed",
+            Stream::Mprq(0),
+            UnzipPath::Scalar,
+            false,
+        ),
+        mprq_scenario(
+            "cq/mprq_poll32_csum_stridx8_best",
+            Stream::Mprq(8),
+            best,
+            false,
+        ),
+        mprq_scenario(
+            "cq/mprq_poll32_csum_stridx64_best",
+            Stream::Mprq(64),
+            best,
+            false,
+        ),
         mprq_scenario(
             "cq/mprq_poll32_csum_stridx64_scalar",
-            64,
+            Stream::Mprq(64),
             UnzipPath::Scalar,
             false,
         ),
         // (`poll_strided` decodes stride minis itself: no decoder path.)
-        mprq_scenario("cq/mprq_strided32_uncompressed", 0, UnzipPath::Scalar, true),
-        mprq_scenario("cq/mprq_strided32_csum_stridx8", 8, best, true),
-        mprq_scenario("cq/mprq_strided32_csum_stridx64", 64, best, true),
+        mprq_scenario(
+            "cq/mprq_strided32_uncompressed",
+            Stream::Mprq(0),
+            UnzipPath::Scalar,
+            true,
+        ),
+        mprq_scenario(
+            "cq/mprq_strided32_csum_stridx8",
+            Stream::Mprq(8),
+            best,
+            true,
+        ),
+        mprq_scenario(
+            "cq/mprq_strided32_csum_stridx64",
+            Stream::Mprq(64),
+            best,
+            true,
+        ),
+        mprq_scenario(
+            "cq/mprq_poll32_enhanced_csum_stridx8_best",
+            Stream::MprqEnhanced(7),
+            best,
+            false,
+        ),
+        mprq_scenario(
+            "cq/mprq_strided32_enhanced_csum_stridx8",
+            Stream::MprqEnhanced(7),
+            best,
+            true,
+        ),
+        mprq_scenario(
+            "cq/mprq_poll32_enhanced_csum_stridx64_best",
+            Stream::MprqEnhanced(63),
+            best,
+            false,
+        ),
+        mprq_scenario(
+            "cq/mprq_strided32_enhanced_csum_stridx64",
+            Stream::MprqEnhanced(63),
+            best,
+            true,
+        ),
     ]);
     v.extend(unzip_scenarios());
     v
