@@ -6,7 +6,13 @@
 //! must report the same completions bit for bit. Polled with `poll` and
 //! with `poll_burst` in the same (input-chosen) batch sizes, with each
 //! decoder, every call must report the same summaries, result, consumer
-//! index, doorbell record and broken state.
+//! index, doorbell record and broken state. On a striding RQ's CQ, polled
+//! with `poll_strided` and with `poll` through `StridingWorkQueues` over
+//! twin striding RQs (the WQE count, strides and the WQE being filled
+//! chosen by byte 6, the consumer index's top byte, which only the
+//! enhanced layout's iteration count of rings of 2^17 entries or more
+//! would read), every call must report the same packets, result,
+//! consumer index, doorbell record, CQ ring bytes and RQ state.
 //!
 //! Input: byte 0 = CQE size (bit 0), compression (bits 1–2: none, basic,
 //! enhanced, enhanced), striding RQ (bit 3), polling API (bits 4–5: `poll`,
@@ -23,9 +29,13 @@
 use libfuzzer_sys::fuzz_target;
 use mlx5dp::cq::{
     CompletionSummary, Cq, CqConfig, CqParts, CqeSize, Layout, Origin, PollError, RawCounters,
-    UnzipPath, Wc,
+    StridedPacket, UnzipPath, Wc,
 };
-use mlx5dp::prm::{Cqe64, MiniCqeFormat};
+use mlx5dp::index::RingSize;
+use mlx5dp::mmio::DeviceWord;
+use mlx5dp::prm::{Cqe64, MiniCqeFormat, WcStatus};
+use mlx5dp::ring::RingBuf;
+use mlx5dp::rq::{MprqSlot, NoOtherQueues, StridingParams, StridingRq, StridingWorkQueues};
 use std::ptr::NonNull;
 
 /// One 64-byte CQ slot, 64-byte aligned (`Cq::from_raw_parts` requires a
@@ -232,6 +242,180 @@ fn compare_burst(a: &mut Mem, b: &mut Mem, c: Setup, seed: u8) {
     });
 }
 
+/// A striding RQ's memory: ring of 32-byte WQEs, doorbell record, shadow.
+struct RqMem {
+    ring: *mut [u128],
+    db: DeviceWord<u32>,
+    slots: Vec<MprqSlot>,
+}
+
+impl RqMem {
+    fn new(wqes: u32) -> Self {
+        Self {
+            ring: Box::into_raw(vec![0u128; wqes as usize * 2].into_boxed_slice()),
+            db: DeviceWord::new(0),
+            slots: vec![MprqSlot::EMPTY; wqes as usize],
+        }
+    }
+
+    /// A striding RQ over this memory, `wqes` WQEs posted (WQE `i` on
+    /// buffer `i`, its wr_id the buffer's address) and published, then
+    /// `skip` strides of WQE 0 consumed by one packet.
+    fn rq(&mut self, wqes: u32, params: StridingParams, skip: u16) -> StridingRq<'_> {
+        let len = self.ring.len() * 16;
+        // SAFETY: the boxed slice is `len` bytes, freed only in `Drop`;
+        // the RQ borrows `self` mutably for its whole life, and nothing
+        // else touches the ring meanwhile.
+        let ring = unsafe { RingBuf::new(self.ring.cast::<u8>(), len) }.expect("power of two");
+        let size = RingSize::new(wqes).expect("power of two");
+        let mut rq =
+            StridingRq::new(ring, size, params, &self.db, &mut self.slots).expect("striding rq");
+        for i in 0..wqes {
+            let buf = 0x10_0000 + 0x1_0000 * u64::from(i);
+            rq.post(buf, buf, 0x77).expect("room");
+        }
+        rq.commit();
+        if skip > 0 {
+            let c = mlx5dp::cq::StrideCompletion {
+                wqe_id: 0,
+                stride_index: 0,
+                strides: skip,
+                filler: false,
+            };
+            rq.retire_strides(c, false).expect("in range");
+        }
+        rq
+    }
+
+    fn ring_bytes(&self) -> Vec<u128> {
+        // SAFETY: live until `Drop`; read between RQ calls, never during one.
+        unsafe { (*self.ring).to_vec() }
+    }
+}
+
+impl Drop for RqMem {
+    fn drop(&mut self) {
+        // SAFETY: from Box::into_raw in `new`, no RQ over it alive, freed once.
+        unsafe { drop(Box::from_raw(self.ring)) }
+    }
+}
+
+/// The packet `poll` reports through `StridingWorkQueues` (wr_id = the
+/// WQE's buffer), fields as `poll_strided` writes them, its WQE-done flag
+/// left out (compared through the RQ's state instead).
+fn strided_reference(
+    c: &mlx5dp::cq::Completion,
+    shift: u8,
+) -> (u64, u16, u16, u16, WcStatus, bool) {
+    let stride_index = c.stride_index().unwrap_or(0);
+    (
+        c.wr_id() + (u64::from(stride_index) << shift),
+        c.mprq_byte_cnt().byte_cnt(),
+        stride_index,
+        c.consumed_strides().unwrap_or(0),
+        c.status(),
+        c.origin() == Origin::Mini,
+    )
+}
+
+/// Polls `a` with `poll_strided` and `b` (over a copy of the same ring)
+/// with `poll` through `StridingWorkQueues`, each on its own striding RQ
+/// set up alike, in the same batch sizes until empty or broken; after
+/// every call both must agree on everything the caller can see.
+fn compare_strided(a: &mut Mem, b: &mut Mem, c: Setup, seed: u8, rq_seed: u8) {
+    let Setup {
+        cqe_cnt,
+        cqe_size,
+        cfg,
+        ci,
+    } = c;
+    let wqes = 1u32 << (rq_seed & 3);
+    let params = StridingParams {
+        log_num_strides: 3 + ((rq_seed >> 2) & 3),
+        log_stride_bytes: 6,
+    };
+    let skip = u16::from(rq_seed >> 4) % params.num_strides() as u16;
+    let (mut ma, mut mb) = (RqMem::new(wqes), RqMem::new(wqes));
+    let (rec_a, rec_b) = (Mem::rec(a), Mem::rec(b));
+    let (ring_a, ring_b) = (a.ring, b.ring);
+    // SAFETY (both): the rings live as long as their `Mem`s, which outlive
+    // the CQs; read between CQ calls, never during one.
+    let cq_bytes = |r: *mut [Line]| unsafe { (*r).iter().map(|l| l.0).collect::<Vec<_>>() };
+    {
+        let mut rq_a = ma.rq(wqes, params, skip);
+        let mut rq_b = mb.rq(wqes, params, skip);
+        a.with_cq(cqe_cnt, cqe_size, cfg, ci, |ca| {
+            b.with_cq(cqe_cnt, cqe_size, cfg, ci, |cb| {
+                let mut out = [StridedPacket::default(); 64];
+                let mut total = 0usize;
+                for call in 0.. {
+                    assert!(call <= bound(cqe_cnt) + 1, "poller did not terminate");
+                    let n = batch(seed, call);
+                    let r_strided = ca.poll_strided(&mut rq_a, &mut out[..n]);
+                    let mut want = Vec::new();
+                    let r_poll = {
+                        let mut rest = NoOtherQueues;
+                        let mut wqs = StridingWorkQueues::new(&mut rq_b, &mut rest);
+                        cb.poll(&mut wqs, n, |x| {
+                            want.push(strided_reference(x, params.log_stride_bytes))
+                        })
+                    };
+                    assert_eq!(r_strided, r_poll, "call {call} batch {n}");
+                    let got: Vec<_> = out[..r_strided.unwrap_or(0)]
+                        .iter()
+                        .map(|p| {
+                            (
+                                p.addr,
+                                p.len,
+                                p.stride_index,
+                                p.strides,
+                                p.status(),
+                                p.flags & StridedPacket::MINI != 0,
+                            )
+                        })
+                        .collect();
+                    if r_poll.is_ok() {
+                        assert_eq!(got, want, "call {call} batch {n}");
+                    }
+                    assert_eq!(ca.consumer_index(), cb.consumer_index(), "call {call}");
+                    assert_eq!(ca.in_session(), cb.in_session(), "call {call}");
+                    assert_eq!(ca.is_broken(), cb.is_broken(), "call {call}");
+                    assert_eq!(ca.error_log(), cb.error_log(), "call {call}");
+                    assert_eq!(rec_a.get(), rec_b.get(), "call {call}");
+                    assert_eq!(cq_bytes(ring_a), cq_bytes(ring_b), "call {call}");
+                    assert_eq!(
+                        (
+                            rq_a.head(),
+                            rq_a.tail(),
+                            rq_a.consumed_strides(),
+                            rq_a.is_error()
+                        ),
+                        (
+                            rq_b.head(),
+                            rq_b.tail(),
+                            rq_b.consumed_strides(),
+                            rq_b.is_error()
+                        ),
+                        "call {call}"
+                    );
+                    total += want.len();
+                    assert!(
+                        total <= bound(cqe_cnt),
+                        "{total} completions from a static ring"
+                    );
+                    if r_poll == Ok(0) || ca.is_broken() {
+                        break;
+                    }
+                }
+            })
+        });
+        rq_a.commit();
+        rq_b.commit();
+    }
+    assert_eq!(ma.ring_bytes(), mb.ring_bytes());
+    assert_eq!(ma.db.read(), mb.db.read());
+}
+
 fn exercise_apis(cq: &mut Cq, cqe_cnt: u32, api: u8, arm: bool) {
     let mut wqs = RawCounters::default();
     let bound = bound(cqe_cnt);
@@ -378,5 +562,19 @@ fuzz_target!(|data: &[u8]| {
             ci,
         };
         compare_burst(&mut a, &mut b, setup, head[3]);
+    }
+
+    // `poll_strided` reports what `poll` does through the striding RQ's
+    // adaptor, call by call.
+    if cfg.striding_rq {
+        let mut a = Mem::new(ring.clone());
+        let mut b = Mem::new(ring);
+        let setup = Setup {
+            cqe_cnt,
+            cqe_size,
+            cfg: best_cfg,
+            ci,
+        };
+        compare_strided(&mut a, &mut b, setup, head[3], head[6]);
     }
 });
