@@ -311,7 +311,10 @@ impl Cq {
                     let open = self.session.map(|s| s.next);
                     // At most one completion: the fast steps take over
                     // again after it.
-                    match self.strided_general(rq, &mut out[n..n + 1]) {
+                    let Some(room) = out.get_mut(n..n + 1) else {
+                        break Ok(());
+                    };
+                    match self.strided_general(rq, room) {
                         Ok(k) => {
                             n += k;
                             let moved = self.ci != ci || self.session.map(|s| s.next) != open;
