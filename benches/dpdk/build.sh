@@ -39,3 +39,17 @@ gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -
     "$here/rx_harness.c" -c -o "$B/rx_harness.o"
 gcc -O2 -g -Wall -c "$here/rx_stubs.c" -o "$B/rx_stubs.o"
 gcc -no-pie -o "$B/rx_harness" "$B/rx_harness.o" "$B/rx_stubs.o" $(for o in $RX_OBJS; do echo "$B/obj/$o"; done)
+# Rx side, Multi-Packet RQ: rx_mprq_harness.c with the same objects
+# (mlx5_rx_burst_mprq and mlx5_rxq_initialize in mlx5_rx.c.o,
+# mlx5_rx_burst_mprq_vec + rxq_copy_mprq_mbuf_v + SSE helpers in
+# mlx5_rxtx_vec.c.o); rx_stubs.c without its mlx5_rxq_ctrl_get stub.
+gcc -O2 -g -no-pie -Wall -Wno-packed-not-aligned -Wno-address-of-packed-member -Wno-deprecated-declarations -std=gnu11 -D_DEFAULT_SOURCE \
+    -I"$B/shim" $(pkg-config --cflags libdpdk) \
+    -I"$S/drivers/net/mlx5" -I"$S/drivers/net/mlx5/linux" \
+    -I"$S/drivers/common/mlx5" -I"$S/drivers/common/mlx5/linux" \
+    -I"$S/drivers/bus/pci" -I"$S/drivers/bus/auxiliary" \
+    -I"$S/lib/ethdev" -I"$S/lib/eal/include" -I"$S/lib/eal/linux/include" \
+    -I"$S/lib/pci" -I"$S/lib/net" -I"$S/lib/mbuf" -I"$here/.." \
+    "$here/rx_mprq_harness.c" -c -o "$B/rx_mprq_harness.o"
+gcc -O2 -g -Wall -DRX_MPRQ_HARNESS -c "$here/rx_stubs.c" -o "$B/rx_mprq_stubs.o"
+gcc -no-pie -o "$B/rx_mprq_harness" "$B/rx_mprq_harness.o" "$B/rx_mprq_stubs.o" $(for o in $RX_OBJS; do echo "$B/obj/$o"; done)

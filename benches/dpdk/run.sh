@@ -16,7 +16,8 @@
 #              packets per round), ROUNDS (default 15), REPEAT (default 5:
 #              timing processes per scenario, one after the other),
 #              SCENARIOS (default: all Tx scenarios; SCENARIOS= for none),
-#              RX_SCENARIOS (default: all Rx scenarios of rx_harness.c;
+#              RX_SCENARIOS (default: all Rx scenarios of rx_harness.c
+#              and rx_mprq_harness.c;
 #              RX_SCENARIOS= for none), NO_CALLGRIND=1, NO_TIMING=1
 #
 # Rx (rx_harness.c): the same per scenario, with the measured wrapper
@@ -24,6 +25,11 @@
 # mlx5_rx_burst_vec (SSE, with its callees rxq_cq_process_v and
 # rxq_cq_decompress_v); for the vector routine also the Ir of its inlined
 # replenish block (mlx5_rx_replenish_bulk_mbuf, see README.md).
+# Rx MPRQ (rx_mprq_harness.c, scenarios rx_mprq_*): the same, with the PMD
+# routine mlx5_rx_burst_mprq (rx_mprq_*) or mlx5_rx_burst_mprq_vec
+# (rx_mprq_vec_*, with rxq_cq_process_v, rxq_cq_decompress_v and
+# rxq_copy_mprq_mbuf_v); for the vector one also its inlined
+# mlx5_rx_mprq_replenish_bulk_mbuf block.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 : "${DPDK_SRC:?set DPDK_SRC to a DPDK 22.11.11 source tree (see README.md)}"
@@ -45,7 +51,10 @@ echo "  with inlining off (empw_ptr64_*):"
 echo "  Rx: rx_vec_en=1 (default) and rx_vec_en=0:"
 "$BUILD/rx_harness" select 2>&1 | sed 's/^/  /'
 "$BUILD/rx_harness" select scalar 2>&1 | sed 's/^/  /'
-RX_SCENARIOS=${RX_SCENARIOS-"rx_scalar_uncompressed rx_vec_uncompressed rx_vec_compressed8 rx_vec_compressed64"}
+echo "  Rx MPRQ (mprq_en=1): rx_vec_en=1 (default) and rx_vec_en=0:"
+"$BUILD/rx_mprq_harness" select 2>&1 | sed 's/^/  /'
+"$BUILD/rx_mprq_harness" select scalar 2>&1 | sed 's/^/  /'
+RX_SCENARIOS=${RX_SCENARIOS-"rx_scalar_uncompressed rx_vec_uncompressed rx_vec_compressed8 rx_vec_compressed64 rx_mprq_uncompressed rx_mprq_compressed8 rx_mprq_compressed64 rx_mprq_vec_uncompressed rx_mprq_vec_compressed8 rx_mprq_vec_compressed64"}
 
 cg() {   # scenario outfile toggle [binary]
     valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$2" --toggle-collect="$3" \
@@ -113,23 +122,27 @@ timing() {  # binary scenario
 
 for scen in $RX_SCENARIOS; do
     echo "== $scen"
+    bin=rx_harness
+    helpers="rxq_cq_process_v rxq_cq_decompress_v"
     case $scen in
+    rx_mprq_vec*) fn=mlx5_rx_burst_mprq_vec; bin=rx_mprq_harness; helpers="$helpers rxq_copy_mprq_mbuf_v" ;;
+    rx_mprq*) fn=mlx5_rx_burst_mprq; bin=rx_mprq_harness; helpers= ;;
     rx_scalar*) fn=mlx5_rx_burst ;;
     *) fn=mlx5_rx_burst_vec ;;
     esac
-    "$BUILD/rx_harness" "$scen" selftest | tail -1 | sed 's/^/  /'
+    "$BUILD/$bin" "$scen" selftest | tail -1 | sed 's/^/  /'
     if [ -z "${NO_CALLGRIND:-}" ]; then
-        cg "$scen" "$BUILD/cg.$scen.wrap" measured_rx_burst rx_harness
+        cg "$scen" "$BUILD/cg.$scen.wrap" measured_rx_burst "$bin"
         echo "  $(sed -n 's/ checks=OK//p' "$BUILD/cg.$scen.wrap.stdout")"
         echo "  callgrind, --toggle-collect=measured_rx_burst: $(per_pkt "$BUILD/cg.$scen.wrap")"
-        cg "$scen" "$BUILD/cg.$scen.pmd" "$fn" rx_harness
+        cg "$scen" "$BUILD/cg.$scen.pmd" "$fn" "$bin"
         echo "  callgrind, --toggle-collect=$fn (PMD only): $(per_pkt "$BUILD/cg.$scen.pmd")"
         mu=$(sed -n 's/.*measured_units=\([0-9]*\).*/\1/p' "$BUILD/cg.$scen.pmd.stdout")
         callgrind_annotate --threshold=100 "$BUILD/cg.$scen.pmd" 2>/dev/null |
             sed -n 's/^ *\([0-9,]*\) *([ 0-9.]*%) *???:\([^ ]*\) .*/\1 \2/p' | tr -d , |
             awk -v u="$mu" '$2 ~ /^(mlx5_|rxq_)/ { printf "    self %-28s %8.2f Ir/packet (%d Ir)\n", $2, $1 / u, $1 }'
-        for f in "$fn" rxq_cq_process_v rxq_cq_decompress_v; do
-            python3 "$here/../cgasm.py" "$BUILD/cg.$scen.pmd" "$BUILD/rx_harness" "$f" "$mu"
+        for f in "$fn" $helpers; do
+            python3 "$here/../cgasm.py" "$BUILD/cg.$scen.pmd" "$BUILD/$bin" "$f" "$mu"
         done > "$BUILD/asm.$scen.txt"
         echo "    per-instruction counts per packet: $BUILD/asm.$scen.txt"
         if [ "$fn" = mlx5_rx_burst_vec ]; then
@@ -142,8 +155,20 @@ for scen in $RX_SCENARIOS; do
                      thr == 2 { a = $2; sub(":", "", a); if (a == end) thr = 3; else s += $1 }
                      END { printf "    of which the inlined replenish block (mlx5_rx_replenish_bulk_mbuf, taken branch): %.2f Ir/packet\n", s }'
         fi
+        if [ "$fn" = mlx5_rx_burst_mprq_vec ]; then
+            # The inlined mlx5_rx_mprq_replenish_bulk_mbuf: rq_repl_thresh
+            # is loaded from [rbx+0x34]; its two tests (n >= rq_repl_thresh,
+            # elts_ci - rq_pi <= rq_repl_thresh + 64) are two "jb END" to
+            # the same END; the block is from the instruction after the
+            # second one up to END (after the 4 fake_mbuf stores).
+            python3 "$here/../cgasm.py" "$BUILD/cg.$scen.pmd" "$BUILD/rx_mprq_harness" mlx5_rx_burst_mprq_vec "$mu" |
+                awk '/WORD PTR \[rbx\+0x34\]/ && !thr { thr = 1; next }
+                     thr == 1 && /\tjb / { t = $(NF-1); if (t == end1) { thr = 2; end = t; next } end1 = t; next }
+                     thr == 2 { a = $2; sub(":", "", a); if (a == end) thr = 3; else s += $1 }
+                     END { printf "    of which the inlined replenish block (mlx5_rx_mprq_replenish_bulk_mbuf, taken branch): %.2f Ir/packet\n", s }'
+        fi
     fi
     if [ -z "${NO_TIMING:-}" ]; then
-        timing rx_harness "$scen"
+        timing "$bin" "$scen"
     fi
 done
