@@ -481,13 +481,9 @@ impl Cq {
                     strides: b.strides(),
                     filler: b.filler(),
                 };
-                let r = rq.retire_strides(c, false).map_err(|e| {
-                    let wq = WqRef {
-                        qpn: cqe.sop_drop_qpn.qpn(),
-                        srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
-                    };
-                    lookup_error(e, false, wq, c.stride_index)
-                })?;
+                let Ok(r) = rq.retire_strides(c, false) else {
+                    return Err(self.refused(c.stride_index));
+                };
                 if !c.filler {
                     if let Some(slot) = out.get_mut(*n) {
                         *slot =
@@ -517,7 +513,7 @@ impl Cq {
             if let Err(j) = accounted {
                 self.open_block(ci, count, j as u32 + 1, &array);
                 let (c, _) = stride_mini(&minis[j % MINI_CQE_ARRAY_SIZE], wqe_id);
-                return Err(self.mini_error(c.stride_index));
+                return Err(self.refused(c.stride_index));
             }
             if take < count as usize {
                 // Room for part of the block: its session left open.
@@ -558,7 +554,7 @@ impl Cq {
             let (c, _) = item(i);
             s.next += i as u32 + 1;
             self.leave_session(s);
-            return Err(self.mini_error(c.stride_index));
+            return Err(self.refused(c.stride_index));
         }
         s.next = end;
         self.leave_session(s);
@@ -576,14 +572,7 @@ impl Cq {
             return;
         };
         let unzip = zip::Unzip::new(&self.cur.cqe, self.mini_view(format));
-        self.ensure_batch_title();
-        self.running = self.cfg.unzip.decode_count(
-            unzip,
-            &array.minis,
-            count as usize,
-            self.running,
-            &mut self.cur.batch,
-        );
+        self.decode_block(unzip, array, count);
         self.leave_session(zip::Session {
             base: ci,
             count,
@@ -594,8 +583,8 @@ impl Cq {
         });
     }
 
-    /// Enhanced layout: session `s` after its mini `s.next - 1`, kept open,
-    /// or closed with the consumer index past it after its last.
+    /// Session `s` after its mini `s.next - 1`: kept open, or closed with
+    /// the consumer index past it after its last (as `next_mini`).
     #[inline(always)]
     fn leave_session(&mut self, s: zip::Session) {
         if s.next == s.count {
@@ -606,10 +595,12 @@ impl Cq {
         }
     }
 
-    /// The error of a refused mini of the title in `cur`.
+    /// The error of a completion the RQ refused (`NotInFlight`, its only
+    /// refusal) at stride `stride_index`: the CQE in `cur` (the refused
+    /// CQE, or the title of the refused mini) names the queue.
     #[cold]
     #[inline(never)]
-    fn mini_error(&self, stride_index: u16) -> PollError {
+    fn refused(&self, stride_index: u16) -> PollError {
         let cqe = &self.cur.cqe;
         let wq = WqRef {
             qpn: cqe.sop_drop_qpn.qpn(),
@@ -671,12 +662,7 @@ impl Cq {
             self.ring
                 .write_op_own_range(s.base, first, last, CQE_INVALIDATE);
         }
-        if done {
-            self.ci = s.base.wrapping_add(s.count);
-            self.session = None;
-        } else {
-            self.session = Some(s);
-        }
+        self.leave_session(s);
     }
 
     /// The error of a plain CQE at `ci` the RQ refused (consumed): its copy
@@ -688,12 +674,7 @@ impl Cq {
         ring.ring()
             .copy_cqe_to(ring.ring().entry(ci), &mut self.cur.cqe);
         self.cur.set_regular();
-        let cqe = &self.cur.cqe;
-        let wq = WqRef {
-            qpn: cqe.sop_drop_qpn.qpn(),
-            srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
-        };
-        lookup_error(LookupError::NotInFlight, false, wq, cqe.wqe_counter.get())
+        self.refused(self.cur.cqe.wqe_counter.get())
     }
 
     /// The error of a refused mini (consumed: `s.next` is past it), with
@@ -711,22 +692,24 @@ impl Cq {
         stride_index: u16,
     ) -> PollError {
         let i = s.next - 1;
-        let count = (s.count - (i / 8) * 8).min(MINI_CQE_ARRAY_SIZE as u32) as usize;
+        let count = (s.count - (i / 8) * 8).min(MINI_CQE_ARRAY_SIZE as u32);
+        self.decode_block(s.unzip, array, count);
+        self.close_array(s);
+        self.refused(stride_index)
+    }
+
+    /// The first `count` minis of `array` decoded into the current
+    /// completion's batch (its title fields first, once), the running
+    /// counter after them: what `next_mini` and `decode_enhanced` do.
+    fn decode_block(&mut self, unzip: zip::Unzip, array: &MiniCqeArray, count: u32) {
         self.ensure_batch_title();
         self.running = self.cfg.unzip.decode_count(
-            s.unzip,
+            unzip,
             &array.minis,
-            count,
+            count as usize,
             self.running,
             &mut self.cur.batch,
         );
-        self.close_array(s);
-        let cqe = &self.cur.cqe;
-        let wq = WqRef {
-            qpn: cqe.sop_drop_qpn.qpn(),
-            srqn_uidx: cqe.srqn_uidx.srqn_uidx(),
-        };
-        lookup_error(LookupError::NotInFlight, false, wq, stride_index)
     }
 
     /// The general steps ([`Self::poll`]) for up to `out.len()` packets,
