@@ -11,11 +11,11 @@
 //! QP, which has no send queue). The receive-only striding RQ scenario is
 //! shared (`scenarios::rx::striding_rq_receive_only`).
 
-use mlx5dp::cq::{Origin, StridedPacket};
+use mlx5dp::cq::{Cq, Origin, StridedPacket};
 use mlx5dp::prm::{MiniCqeFormat, WcStatus};
 use mlx5dp::rq::Sge as RSge;
 use mlx5dp::sq::BlueFlamePreferred;
-use mlx5dp_setup::backend::{Backend, EmuBackend};
+use mlx5dp_setup::backend::{Backend, EmuBackend, QpHandle};
 use mlx5dp_setup::emu::device::FlowRule;
 use mlx5dp_setup::emu::{CompressionCfg, CompressionLayout, CqeSize, DeviceConfig, QpType, RqInit};
 use mlx5dp_tests::e2e::check::{check_all, Ledger};
@@ -190,10 +190,22 @@ fn eth_frame(len: usize, seed: u64) -> Vec<u8> {
     f
 }
 
-fn striding(compression: Option<CompressionCfg>) {
+/// The fabric of the striding-RQ tests: a raw sender `a` on `cq_a`, a
+/// raw receiver `b` with a striding RQ of 8 WQEs × 16 strides × 64 bytes
+/// on `cq_b` (`compression`), a steering rule sending every frame to `b`.
+struct StridingRig {
+    f: Fabric<EmuBackend>,
+    cq_a: Cq,
+    cq_b: Cq,
+    a: &'static QpHandle,
+    b: &'static QpHandle,
+    rq: TestStridingRq,
+}
+
+fn striding_rig(compression: Option<CompressionCfg>) -> StridingRig {
     let mut f = Fabric::new(step());
-    let mut cq_a = f.cq(64, CqeSize::B64, None, false);
-    let mut cq_b = f.cq(64, CqeSize::B64, compression, true);
+    let cq_a = f.cq(64, CqeSize::B64, None, false);
+    let cq_b = f.cq(64, CqeSize::B64, compression, true);
     let a = f.qp(QpSpec::new(QpType::RawPacket), &cq_a, Some(&cq_a));
     let mut spec = QpSpec::new(QpType::RawPacket);
     spec.rq = RqInit::Striding {
@@ -212,7 +224,26 @@ fn striding(compression: Option<CompressionCfg>) {
     })
     .expect("flow");
     let rbuf = f.buffer(8 * 1024);
-    let mut rq = TestStridingRq::new(b.rq.as_ref().expect("rq"), rbuf);
+    let rq = TestStridingRq::new(b.rq.as_ref().expect("rq"), rbuf);
+    StridingRig {
+        f,
+        cq_a,
+        cq_b,
+        a,
+        b,
+        rq,
+    }
+}
+
+fn striding(compression: Option<CompressionCfg>) {
+    let StridingRig {
+        mut f,
+        mut cq_a,
+        mut cq_b,
+        a,
+        b,
+        mut rq,
+    } = striding_rig(compression);
     let src = f.buffer(1 << 14);
     let mut ledger = Ledger::default();
     let mut next = 0u64;
@@ -308,28 +339,14 @@ fn striding_rq_zip_basic_l34h_stridx() {
 /// checked against the frame sent, its bytes read at that address (before
 /// the WQE is re-posted and published); one WQE-done flag per WQE.
 fn striding_poll_strided(compression: Option<CompressionCfg>, burst: usize) {
-    let mut f = Fabric::new(step());
-    let mut cq_a = f.cq(64, CqeSize::B64, None, false);
-    let mut cq_b = f.cq(64, CqeSize::B64, compression, true);
-    let a = f.qp(QpSpec::new(QpType::RawPacket), &cq_a, Some(&cq_a));
-    let mut spec = QpSpec::new(QpType::RawPacket);
-    spec.rq = RqInit::Striding {
-        wqe_cnt: 8,
-        log_num_strides: 4,
-        log_stride_bytes: 6,
-    };
-    let b = f.qp(spec, &cq_b, Some(&cq_b));
-    f.ud_up(a.qpn, 0);
-    f.ud_up(b.qpn, 0);
-    f.be.add_flow(FlowRule {
-        qpn: b.qpn,
-        dmac: None,
-        ethertype: None,
-        flow_tag: b.qpn.0,
-    })
-    .expect("flow");
-    let rbuf = f.buffer(8 * 1024);
-    let mut rq = TestStridingRq::new(b.rq.as_ref().expect("rq"), rbuf);
+    let StridingRig {
+        mut f,
+        mut cq_a,
+        mut cq_b,
+        a,
+        b,
+        mut rq,
+    } = striding_rig(compression);
     let mut next = 0u64;
     while rq.outstanding() < 8 {
         rq.post(0x100 + next).expect("post");
