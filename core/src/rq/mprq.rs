@@ -296,6 +296,11 @@ impl<'a> StridingRq<'a> {
         self.doorbell_enabled = enabled;
     }
 
+    /// WQEs in the ring.
+    pub fn entries(&self) -> u32 {
+        self.size.entries()
+    }
+
     /// Posted WQEs not yet done.
     pub fn outstanding(&self) -> u32 {
         in_flight(self.head, self.tail)

@@ -28,9 +28,7 @@ use super::{Opts, PerfError, RawMode, RqArg};
 use crate::backend::{Backend, Buffer, ConnectAttr, QpHandle};
 use crate::emu::device::FlowRule;
 use crate::emu::{Access, Cqn, EmuEvent, Pdn, QpInit, QpType, RqInit};
-use mlx5dp::cq::{
-    Cq, LookupError, RecvRetired, SendRetired, StrideCompletion, StridedPacket, WorkQueues, WqRef,
-};
+use mlx5dp::cq::{Cq, LookupError, RecvRetired, SendRetired, StridedPacket, WorkQueues, WqRef};
 use mlx5dp::prm::{CqeOpcode, WcStatus};
 use mlx5dp::rq::{RecvWr, Rq, Sge as RSge};
 use mlx5dp::sq::mpw::{
@@ -86,7 +84,9 @@ pub fn udp_frame(len: usize, seed: u16) -> Vec<u8> {
     f
 }
 
-/// The sender's completions, and the receiver's when there is one.
+/// The sender's completions, and the cyclic receiver's when there is one
+/// (a striding RQ's CQ is polled with `Cq::poll_strided`: its completions
+/// never come here, and the trait's default refuses them).
 #[derive(Debug)]
 struct Queues<M: TxMode> {
     txq: Txq<M>,
@@ -127,26 +127,6 @@ impl<M: TxMode> WorkQueues for Queues<M> {
         self.rx_packets += 1;
         Ok(RecvRetired {
             wr_id,
-            rx_csum_valid: true,
-        })
-    }
-
-    fn retire_strides(
-        &mut self,
-        _: WqRef,
-        c: StrideCompletion,
-        status: WcStatus,
-    ) -> Result<RecvRetired, LookupError> {
-        // (The receive CQ of a striding RQ is polled with
-        // `Cq::poll_strided`; this serves a `Cq::poll` of it.)
-        let rq = self.striding.as_mut().ok_or(LookupError::UnknownQueue)?;
-        let error = status != WcStatus::Success;
-        let r = rq.core().retire_strides(c, error)?;
-        if !r.filler && !error {
-            self.rx_packets += 1;
-        }
-        Ok(RecvRetired {
-            wr_id: r.wr_id,
             rx_csum_valid: true,
         })
     }

@@ -121,7 +121,6 @@ pub fn recv_queue(h: &'static QpHandle) -> Result<Rq<'static>, PerfError> {
 #[derive(Debug)]
 pub struct StridingRq {
     rq: CoreStridingRq<'static>,
-    entries: u32,
     base: u64,
     lkey: u32,
 }
@@ -154,12 +153,7 @@ impl StridingRq {
         let slots = leak(vec![MprqSlot::EMPTY; n]).as_mut_slice();
         let rq = CoreStridingRq::new(parts.ring, parts.size, params, parts.dbrec, slots)
             .map_err(|e| PerfError::setup("StridingRq::new", format!("{e:?}")))?;
-        Ok(Self {
-            rq,
-            entries: n as u32,
-            base,
-            lkey,
-        })
+        Ok(Self { rq, base, lkey })
     }
 
     /// The core's striding RQ (for [`Cq::poll_strided`]).
@@ -184,7 +178,7 @@ impl StridingRq {
 
     /// WQEs in the ring.
     pub fn entries(&self) -> u32 {
-        self.entries
+        self.rq.entries()
     }
 
     /// WQEs posted and not done.
