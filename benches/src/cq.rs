@@ -15,7 +15,8 @@
 //! or basic sessions of 8 or 64 CSUM_STRIDX minis. Unit: packet.
 //! `cq/mprq_strided32_*`: the same streams polled with `Cq::poll_strided`
 //! (the same accounting and re-posting), each packet's address and length
-//! read from the `StridedPacket` array.
+//! read from the `StridedPacket` array. `*_enhanced_*`: the same packets in
+//! the enhanced layout (a title and 7 or 63 minis in compressed CQEs).
 //!
 //! Measured per completion: `Cq::poll` (or `start_poll`/`next_poll`/
 //! `end_poll`) with at most 32 completions per call, each resolved through
@@ -154,6 +155,16 @@ impl CqDevice {
         MiniCqe { bytes }
     }
 
+    /// A CSUM_STRIDX mini of one 64-byte packet in one stride at `stride`.
+    fn stride_mini(stride: u16) -> MiniCqe {
+        let one = MprqByteCnt::new().with_byte_cnt(64).with_strides(1);
+        let mut bytes = [0u8; 8];
+        bytes[..2].copy_from_slice(&0x1234u16.to_be_bytes());
+        bytes[2..4].copy_from_slice(&stride.to_be_bytes());
+        bytes[4..].copy_from_slice(&one.into_bits().to_be_bytes());
+        MiniCqe { bytes }
+    }
+
     /// Writes whole items while they fit in front of consumer index `ci`;
     /// returns the completions written so far.
     pub fn fill(&mut self, ci: u32) -> u64 {
@@ -192,15 +203,12 @@ impl CqDevice {
                     t.byte_cnt = Be32::new(n);
                     t.wqe_id = Be16::new((k >> MPRQ_LOG_STRIDES) as u16);
                     self.put(p, zerocopy::transmute_ref!(&t));
-                    let one = MprqByteCnt::new().with_byte_cnt(64).with_strides(1);
                     for a in 0..n.div_ceil(MINI_CQE_ARRAY_SIZE as u32) {
                         let mut array = [0u8; 64];
                         for (j, m) in array.chunks_exact_mut(8).enumerate() {
                             let stride =
                                 (k + u64::from(8 * a) + j as u64) & u64::from(MPRQ_STRIDES - 1);
-                            m[..2].copy_from_slice(&0x1234u16.to_be_bytes());
-                            m[2..4].copy_from_slice(&(stride as u16).to_be_bytes());
-                            m[4..].copy_from_slice(&one.into_bits().to_be_bytes());
+                            m.copy_from_slice(&Self::stride_mini(stride as u16).bytes);
                         }
                         self.put(p.wrapping_add(zip::basic_array_offset(a)), &array);
                     }
@@ -221,10 +229,7 @@ impl CqDevice {
                         let b = left.min(ENHANCED_MAX_MINIS as u32);
                         let mut z = EnhancedCompressedCqe::default();
                         for (j, m) in z.minis.iter_mut().take(b as usize).enumerate() {
-                            let stride = (next + j as u64) & mask;
-                            m.bytes[..2].copy_from_slice(&0x1234u16.to_be_bytes());
-                            m.bytes[2..4].copy_from_slice(&(stride as u16).to_be_bytes());
-                            m.bytes[4..].copy_from_slice(&one.into_bits().to_be_bytes());
+                            *m = Self::stride_mini(((next + j as u64) & mask) as u16);
                         }
                         z.validity_iteration_count = self.size.iteration(q);
                         z.op_own = OpOwn::new().with_opcode((b - 1) as u8).with_format(3);
