@@ -1,7 +1,7 @@
 /*
  * harness_common.h - the timing helpers shared by the standalone C
  * benchmark harnesses: benches/libmlx5/harness.c, benches/dpdk/harness.c,
- * benches/dpdk/rx_harness.c and benches/ucx/harness.c include it (their
+ * benches/dpdk/rx_common.h (for rx_harness.c and rx_mprq_harness.c) and benches/ucx/harness.c include it (their
  * build scripts pass -I<benches dir>).
  *
  * It holds the rdtsc window (tsc_start / tsc_stop), the clock

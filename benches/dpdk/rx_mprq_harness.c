@@ -10,142 +10,27 @@
  *
  * Usage: rx_mprq_harness SCENARIO|select [scalar] [time|count|selftest] [BURSTS] [ROUNDS]
  */
-#define _GNU_SOURCE
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <stdarg.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/wait.h>
-#include <x86intrin.h>
-#include <valgrind/callgrind.h>
+#include "rx_common.h"
 
-#include "mlx5_rx.h"
-#include "mlx5_rxtx.h"
-#include "mlx5_malloc.h"
-#include "harness_common.h"
-
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "CHECK FAILED %s:%d: ", __FILE__,       \
-				__LINE__);                                     \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			abort();                                               \
-		}                                                              \
-	} while (0)
-
-/* ---- what the PMD objects reference outside themselves ----------------- */
-RTE_DEFINE_PER_LCORE(unsigned int, _lcore_id) = 0;	/* EAL lcore 0 */
-RTE_DEFINE_PER_LCORE(int, _rte_errno);
-struct rte_eth_dev rte_eth_devices[RTE_MAX_ETHPORTS];
-struct rte_mempool_ops_table rte_mempool_ops_table;
-int mlx5_logtype;
-uint64_t rte_flow_dynf_metadata_mask;
-int32_t rte_flow_dynf_metadata_offs = -1;
-
-static int log_verbose;
-int rte_log(uint32_t level, uint32_t logtype, const char *format, ...)
-{
-	va_list ap;
-
-	(void)logtype;
-	if (!log_verbose)
-		return 0;
-	va_start(ap, format);
-	fprintf(stderr, "[rte_log %u] ", level);
-	vfprintf(stderr, format, ap);
-	va_end(ap);
-	return 0;
-}
-
-/* EAL default (eal_common_options.c: RTE_VECT_DEFAULT_SIMD_BITWIDTH). */
-uint16_t rte_vect_get_max_simd_bitwidth(void)
-{
-	return RTE_VECT_SIMD_256;
-}
-
-static struct mlx5_rxq_ctrl *rxq_ctrl;
-static struct mlx5_rxq_data *rxq;
-
-/* mlx5_rxq.c: the port's queue lookups (cold paths: mlx5_check_vec_rx_support,
- * mlx5_mprq_enabled).  The port has NB_RXQS queues configured alike; only
- * queue 0 is fabricated, the others are skipped (NULL) by both loops. */
-struct mlx5_rxq_data *mlx5_rxq_data_get(struct rte_eth_dev *dev, uint16_t idx)
-{
-	(void)dev;
-	return idx == 0 ? rxq : NULL;
-}
-
+/* mlx5_rxq.c: mlx5_mprq_enabled's lookup (cold path, at selection). The
+ * port has NB_RXQS queues configured alike; only queue 0 is fabricated,
+ * the others are skipped (NULL). */
 struct mlx5_rxq_ctrl *mlx5_rxq_ctrl_get(struct rte_eth_dev *dev, uint16_t idx)
 {
 	(void)dev;
 	return idx == 0 ? rxq_ctrl : NULL;
 }
 
-/* Setup only (mlx5_rxq_initialize -> mlx5_rq_win_init). */
-void *mlx5_malloc(uint32_t flags, size_t size, unsigned int align, int socket)
-{
-	void *p;
-
-	(void)flags; (void)socket;
-	if (align < 64)
-		align = 64;
-	p = aligned_alloc(align, (size + align - 1) / align * align);
-	if (p)
-		memset(p, 0, size);
-	return p;
-}
-
-void mlx5_free(void *addr)
-{
-	free(addr);
-}
-
-/* ---- mempool backends (LIFO stacks, as in harness.c) ------------------- */
-#define NB_MBUF 4096
+/* ---- the MPRQ mempool's backend (a LIFO stack, as in harness.c) -------- */
 #define NB_MPRQ_BUF 96		/* mlx5_mprq_alloc_mp: 4 x 16 WQEs + 32 (cache) */
 
-struct stack {
-	void **objs;
-	unsigned len, cap;
-	unsigned long calls;
-};
-static struct stack mbuf_stack, mprq_stack;
+static struct stack mprq_stack;
 
-static int stack_enqueue(struct stack *s, void * const *objs, unsigned n)
-{
-	s->calls++;
-	CHECK(s->len + n <= s->cap, "mempool backend overflow");
-	memcpy(&s->objs[s->len], objs, n * sizeof(void *));
-	s->len += n;
-	return 0;
-}
-
-static int stack_dequeue(struct stack *s, void **objs, unsigned n)
-{
-	s->calls++;
-	if (s->len < n)
-		return -ENOBUFS;
-	s->len -= n;
-	memcpy(objs, &s->objs[s->len], n * sizeof(void *));
-	return 0;
-}
-
-static int mbuf_enq(struct rte_mempool *m, void * const *o, unsigned n) { (void)m; return stack_enqueue(&mbuf_stack, o, n); }
-static int mbuf_deq(struct rte_mempool *m, void **o, unsigned n) { (void)m; return stack_dequeue(&mbuf_stack, o, n); }
-static unsigned mbuf_cnt(const struct rte_mempool *m) { (void)m; return mbuf_stack.len; }
 static int mprq_enq(struct rte_mempool *m, void * const *o, unsigned n) { (void)m; return stack_enqueue(&mprq_stack, o, n); }
 static int mprq_deq(struct rte_mempool *m, void **o, unsigned n) { (void)m; return stack_dequeue(&mprq_stack, o, n); }
 static unsigned mprq_cnt(const struct rte_mempool *m) { (void)m; return mprq_stack.len; }
 
 /* ---- fabricated queue ---------------------------------------------------- */
-#define BURST 32
-#define H_PKT_LEN 64
-#define NB_RXD 1024			/* rte_eth_rx_queue_setup nb_rx_desc */
 #define NB_RXQS 12			/* the port's Rx queues: >= rxqs_min_mprq (12) */
 #define LOG_STRD_NUM MLX5_MPRQ_DEFAULT_LOG_STRIDE_NUM	/* 6: 64 strides */
 #define LOG_STRD_SZ 11			/* log2above(1518 + 128): 2 KiB */
@@ -153,106 +38,14 @@ static unsigned mprq_cnt(const struct rte_mempool *m) { (void)m; return mprq_sta
 #define STRD_SZ (1u << LOG_STRD_SZ)
 #define WQ_N (NB_RXD >> LOG_STRD_NUM)	/* 16 WQEs */
 #define ELTS_N (WQ_N * STRD_N)		/* 1024 mbufs in elts */
-#define MBUF_DATAROOM (2048 + RTE_PKTMBUF_HEADROOM)
-#define POOL_CACHE 250
 #define MPRQ_POOL_CACHE MLX5_MPRQ_MP_CACHE_SZ	/* 32 */
 #define MPRQ_LKEY 0x5a5a03u
-#define H_HDR_OK 0x07		/* CQE byte 28: L2/L3/L4 OK */
-#define H_HDR_TYPE 0x28		/* CQE byte 29: L4 UDP (2 << 4), L3 IPv4 (2 << 2) */
 #define H_MPRQ_BYTE_CNT ((1u << MLX5_MPRQ_STRIDE_NUM_SHIFT) | H_PKT_LEN) /* filler 0, 1 stride, 64 B */
-#define WANT_PTYPE (RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4_EXT_UNKNOWN | RTE_PTYPE_L4_UDP)
-#define WANT_OLF (RTE_MBUF_F_RX_RSS_HASH | RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 
-static struct rte_mempool *mp, *mprq_mp;
-static struct mlx5_priv *priv;
-static struct rte_eth_dev_data *dev_data;
-static struct mlx5_rxq_priv *rxq_priv;
-static uint32_t *rq_dbrec, *cq_dbrec;
-static uint8_t *mbuf_mem, *mprq_mem;
-static size_t mbuf_mem_sz, mprq_mem_sz;
-static uint32_t mr_dev_gen;
-static struct mr_cache_entry bh_table[4];
+static struct rte_mempool *mprq_mp;
+static uint8_t *mprq_mem;
+static size_t mprq_mem_sz;
 static struct mlx5_mprq_buf *init_bufs[WQ_N], *init_repl;
-static uint16_t (*burst_fn)(void *, struct rte_mbuf **, uint16_t);
-static const char *burst_name;
-static long measured_units;
-static int vec_mode;		/* devarg rx_vec_en (1, default) */
-static unsigned session;	/* 0: uncompressed; else basic-layout session size */
-
-static void *zalloc(size_t align, size_t sz)
-{
-	void *p = aligned_alloc(align, (sz + align - 1) / align * align);
-
-	CHECK(p, "oom");
-	memset(p, 0, sz);
-	return p;
-}
-
-static unsigned gcd(unsigned a, unsigned b)
-{
-	while (b) {
-		unsigned c = a % b;
-
-		a = b;
-		b = c;
-	}
-	return a;
-}
-
-/* rte_mempool_calc_obj_size (flags 0): header rounded up to a cache line,
- * element rounded up to 8 then the whole to cache lines, and the trailer
- * that makes the number of lines coprime with 4 channels x 1 rank
- * (arch_mem_object_align). */
-static size_t obj_total(size_t elt, uint32_t *hdr, uint32_t *elt_size, uint32_t *trailer)
-{
-	size_t lines;
-
-	*hdr = RTE_ALIGN_CEIL(sizeof(struct rte_mempool_objhdr), RTE_MEMPOOL_ALIGN);
-	*elt_size = RTE_ALIGN_CEIL(elt, sizeof(uint64_t));
-	lines = (*hdr + *elt_size + RTE_MEMPOOL_ALIGN - 1) / RTE_MEMPOOL_ALIGN;
-	while (gcd(lines, 4) != 1)
-		lines++;
-	*trailer = lines * RTE_MEMPOOL_ALIGN - *hdr - *elt_size;
-	return lines * RTE_MEMPOOL_ALIGN;
-}
-
-static struct rte_mempool *make_pool(const char *name, unsigned n, size_t elt, unsigned cache,
-				     unsigned ops_index, size_t priv_sz, uint8_t **memp, size_t *memsz)
-{
-	struct rte_mempool *m = zalloc(RTE_CACHE_LINE_SIZE, sizeof(*m) + priv_sz);
-	struct rte_mempool_cache *caches;
-	size_t total;
-	unsigned i;
-
-	snprintf(m->name, sizeof(m->name), "%s", name);
-	m->size = n;
-	m->cache_size = cache;
-	total = obj_total(elt, &m->header_size, &m->elt_size, &m->trailer_size);
-	m->private_data_size = priv_sz;
-	m->ops_index = ops_index;
-	m->populated_size = n;
-	caches = zalloc(RTE_CACHE_LINE_SIZE, sizeof(*caches) * RTE_MAX_LCORE);
-	for (i = 0; i < RTE_MAX_LCORE; i++) {
-		caches[i].size = cache;
-		caches[i].flushthresh = cache * 3 / 2;
-	}
-	m->local_cache = caches;
-	*memsz = (size_t)n * total;
-	*memp = zalloc(4096, *memsz);
-	return m;
-}
-
-static void *pool_obj(struct rte_mempool *m, uint8_t *mem, unsigned i)
-{
-	size_t total = m->header_size + m->elt_size + m->trailer_size;
-	struct rte_mempool_objhdr *h = (void *)(mem + (size_t)i * total +
-						m->header_size - sizeof(*h));
-	void *o = mem + (size_t)i * total + m->header_size;
-
-	h->mp = m;
-	h->iova = (rte_iova_t)(uintptr_t)o;
-	return o;
-}
 
 static void fabricate(void)
 {
@@ -261,55 +54,20 @@ static void fabricate(void)
 
 	/* --- mempool backends --- */
 	rte_mempool_ops_table.num_ops = 2;
-	snprintf(rte_mempool_ops_table.ops[0].name, RTE_MEMPOOL_OPS_NAMESIZE, "harness_stack");
-	rte_mempool_ops_table.ops[0].enqueue = mbuf_enq;
-	rte_mempool_ops_table.ops[0].dequeue = mbuf_deq;
-	rte_mempool_ops_table.ops[0].get_count = mbuf_cnt;
-	snprintf(rte_mempool_ops_table.ops[1].name, RTE_MEMPOOL_OPS_NAMESIZE, "harness_stack_mprq");
-	rte_mempool_ops_table.ops[1].enqueue = mprq_enq;
-	rte_mempool_ops_table.ops[1].dequeue = mprq_deq;
-	rte_mempool_ops_table.ops[1].get_count = mprq_cnt;
+	set_pool_ops(0, "harness_stack", mbuf_enq, mbuf_deq, mbuf_cnt);
+	set_pool_ops(1, "harness_stack_mprq", mprq_enq, mprq_deq, mprq_cnt);
 
 	/* --- the application's mbuf pool (rte_pktmbuf_pool_create, cache 250) --- */
-	mp = make_pool("harness_pool", NB_MBUF, sizeof(struct rte_mbuf) + MBUF_DATAROOM, POOL_CACHE, 0,
-		       sizeof(struct rte_pktmbuf_pool_private), &mbuf_mem, &mbuf_mem_sz);
-	((struct rte_pktmbuf_pool_private *)(mp + 1))->mbuf_data_room_size = MBUF_DATAROOM;
-	mbuf_stack.cap = NB_MBUF;
-	mbuf_stack.objs = zalloc(64, NB_MBUF * sizeof(void *));
-	for (i = 0; i < NB_MBUF; i++) {		/* rte_pktmbuf_init */
-		struct rte_mbuf *m = pool_obj(mp, mbuf_mem, i);
-
-		CHECK(((uintptr_t)m & 63) == 0, "mbuf not cache-aligned");
-		m->buf_addr = (char *)(m + 1);
-		m->buf_iova = (rte_iova_t)(uintptr_t)m->buf_addr;
-		m->buf_len = MBUF_DATAROOM;
-		m->data_off = RTE_PKTMBUF_HEADROOM;
-		m->pool = mp;
-		m->nb_segs = 1;
-		m->port = RTE_MBUF_PORT_INVALID;
-		rte_mbuf_refcnt_set(m, 1);
-		mbuf_stack.objs[mbuf_stack.len++] = m;
-	}
+	make_mbuf_pool(4096, NULL);
 
 	/* --- the port: devargs mprq_en=1, otherwise defaults --- */
-	priv = zalloc(64, sizeof(*priv));
-	dev_data = zalloc(64, sizeof(*dev_data));
-	priv->config.rx_vec_en = vec_mode;
-	priv->config.cqe_comp = 1;			/* rxq_cqe_comp_en default */
-	priv->config.cqe_comp_fmt = MLX5_CQE_RESP_FORMAT_HASH;	/* default (0) */
+	make_port(NB_RXQS);
 	priv->config.mprq.enabled = 1;			/* mprq_en=1 */
 	priv->config.mprq.log_stride_num = MLX5_MPRQ_DEFAULT_LOG_STRIDE_NUM;
 	priv->config.mprq.log_stride_size = MLX5_ARG_UNSET;
 	priv->config.mprq.max_memcpy_len = MLX5_MPRQ_MEMCPY_DEFAULT_LEN;
 	priv->config.mprq.min_rxqs_num = MLX5_MPRQ_MIN_RXQS;
-	priv->rxqs_n = NB_RXQS;
-	priv->dev_data = dev_data;
-	dev_data->dev_private = priv;
-	dev_data->nb_rx_queues = NB_RXQS;
 	dev_data->mtu = RTE_ETHER_MTU;
-	dev_data->dev_conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
-	dev_data->dev_conf.rxmode.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM;
-	rte_eth_devices[0].data = dev_data;
 	CHECK(mlx5_check_mprq_support(&rte_eth_devices[0]) == 1, "mlx5_check_mprq_support");
 	/* mlx5_mprq_prepare: stride number = devarg default 6; stride size
 	 * unset, so log2above(max_rx_pktlen + headroom) = log2above(1518 + 128). */
@@ -318,38 +76,15 @@ static void fabricate(void)
 
 	/* --- mlx5_rxq_new(desc = 1024) with MPRQ: desc >>= log_strd_num --- */
 	desc_n = NB_RXD + priv->config.rx_vec_en * MLX5_VPMD_DESCS_PER_LOOP;
-	rxq_ctrl = zalloc(RTE_CACHE_LINE_SIZE, sizeof(*rxq_ctrl) + desc_n * sizeof(struct rte_mbuf *) +
-			  WQ_N * sizeof(struct mlx5_mprq_buf *));
-	rxq = &rxq_ctrl->rxq;
-	rxq_priv = zalloc(64, sizeof(*rxq_priv));
-	rxq_priv->ctrl = rxq_ctrl;
-	rxq_priv->priv = priv;
-	LIST_INIT(&rxq_ctrl->owners);
-	LIST_INSERT_HEAD(&rxq_ctrl->owners, rxq_priv, owner_entry);
-	rxq->port_id = 0;
-	rxq->idx = 0;
-	rxq->mp = mp;
-	rxq->rxseg_n = 1;
-	rxq->rxseg[0].mp = mp;
-	rxq->rxseg[0].length = 2048;		/* data room - headroom */
-	rxq->rxseg[0].offset = RTE_PKTMBUF_HEADROOM;
-	rxq->sges_n = 0;
+	make_rxq(desc_n, WQ_N * sizeof(struct mlx5_mprq_buf *));
 	rxq->log_strd_num = LOG_STRD_NUM;
 	rxq->log_strd_sz = LOG_STRD_SZ;
 	rxq->strd_shift_en = MLX5_MPRQ_TWO_BYTE_SHIFT;	/* 0 */
 	rxq->strd_scatter_en = 0;			/* no RTE_ETH_RX_OFFLOAD_SCATTER */
 	rxq->mprq_max_memcpy_len = RTE_MIN(2048u, priv->config.mprq.max_memcpy_len);
-	rxq->csum = 1;				/* RTE_ETH_RX_OFFLOAD_CHECKSUM */
-	rxq->hw_timestamp = 0;
-	rxq->vlan_strip = 0;
-	rxq->crc_present = 0;
 	rxq->lro = 0;
-	rxq->rss_hash = 1;			/* rss_hf != 0 and mq_mode RSS */
 	rxq->elts_n = log2above(WQ_N);		/* 4 */
-	rxq->rq_repl_thresh = MLX5_VPMD_RXQ_RPLNSH_THRESH(desc_n);
-	rxq->elts = (struct rte_mbuf *(*)[])(rxq_ctrl + 1);
 	rxq->mprq_bufs = (struct mlx5_mprq_buf *(*)[])(*rxq->elts + desc_n);
-	rxq->flow_meta_offset = -1;
 	CHECK(mlx5_rxq_mprq_enabled(rxq), "MPRQ not enabled on the queue");
 
 	/* --- mlx5_mprq_alloc_mp: "port-0-mprq", cache 32, objects of
@@ -357,7 +92,7 @@ static void fabricate(void)
 	 * mlx5_mprq_buf_init; registered as one MR (lkey MPRQ_LKEY). --- */
 	mprq_obj = sizeof(struct mlx5_mprq_buf) + STRD_N * STRD_SZ +
 		   STRD_N * sizeof(struct rte_mbuf_ext_shared_info) + RTE_PKTMBUF_HEADROOM;
-	mprq_mp = make_pool("port-0-mprq", NB_MPRQ_BUF, mprq_obj, MPRQ_POOL_CACHE, 1, 0,
+	mprq_mp = make_pool("port-0-mprq", NB_MPRQ_BUF, mprq_obj, MPRQ_POOL_CACHE, 1, 0, 4096,
 			    &mprq_mem, &mprq_mem_sz);
 	mprq_stack.cap = NB_MPRQ_BUF;
 	mprq_stack.objs = zalloc(64, NB_MPRQ_BUF * sizeof(void *));
@@ -382,18 +117,7 @@ static void fabricate(void)
 	 * and mlx5_mr_btree_len() = 1: a replaced WQE would keep its lkey).
 	 * The top-half cache[0] holds it, as mlx5_rxq_initialize's
 	 * mlx5_rx_addr2mr lookups leave it. --- */
-	rxq->mr_ctrl.dev_gen_ptr = &mr_dev_gen;
-	rxq->mr_ctrl.cur_gen = mr_dev_gen;
-	rxq->mr_ctrl.mru = 0;
-	rxq->mr_ctrl.head = 1;
-	rxq->mr_ctrl.cache[0].start = (uintptr_t)mprq_mem;
-	rxq->mr_ctrl.cache[0].end = (uintptr_t)mprq_mem + mprq_mem_sz;
-	rxq->mr_ctrl.cache[0].lkey = rte_cpu_to_be_32(MPRQ_LKEY);
-	bh_table[0].lkey = UINT32_MAX;
-	bh_table[1] = rxq->mr_ctrl.cache[0];
-	rxq->mr_ctrl.cache_bh.table = (struct mr_cache_entry (*)[])bh_table;
-	rxq->mr_ctrl.cache_bh.len = 2;
-	rxq->mr_ctrl.cache_bh.size = 4;
+	set_one_mr(mprq_mem, mprq_mem_sz, MPRQ_LKEY);
 
 	/* --- rxq_alloc_elts -> rxq_alloc_elts_mprq: 16 MPRQ buffers + the
 	 * stashed replacement, with rte_mempool_get as the PMD does --- */
@@ -409,29 +133,7 @@ static void fabricate(void)
 	/* --- then rxq_alloc_elts_sprq: 16 x 64 = 1024 mbufs in elts
 	 * (rte_pktmbuf_alloc + SET_DATA_OFF/PORT/DATA_LEN/PKT_LEN), with the
 	 * vector padding when rx_vec_en=1 --- */
-	for (i = 0; i < ELTS_N; i++) {
-		struct rte_mbuf *b = rte_pktmbuf_alloc(mp);
-
-		CHECK(b, "alloc");
-		b->data_off = RTE_PKTMBUF_HEADROOM;
-		b->port = 0;
-		b->data_len = 2048;
-		b->pkt_len = 2048;
-		b->nb_segs = 1;
-		(*rxq->elts)[i] = b;
-	}
-	if (mlx5_rxq_check_vec_support(rxq) > 0) {
-		struct rte_mbuf *mi = &rxq->fake_mbuf;
-
-		mi->data_off = RTE_PKTMBUF_HEADROOM;
-		rte_mbuf_refcnt_set(mi, 1);
-		mi->nb_segs = 1;
-		mi->port = 0;
-		rte_compiler_barrier();
-		rxq->mbuf_initializer = *(rte_xmm_t *)&mi->rearm_data;
-		for (i = 0; i < MLX5_VPMD_DESCS_PER_LOOP; i++)
-			(*rxq->elts)[ELTS_N + i] = &rxq->fake_mbuf;
-	}
+	alloc_elts(ELTS_N);
 
 	/* --- CQ (mlx5_rxq_create_devx_cq_resources): compression on;
 	 * default cqe_comp_fmt HASH becomes CSUM_STRIDX "only for
@@ -445,46 +147,18 @@ static void fabricate(void)
 		rxq->mcqe_format = MLX5_CQE_RESP_FORMAT_HASH;
 	if (mlx5_rxq_check_vec_support(rxq) < 0)
 		cqe_n *= 2;
-	rxq->cqe_n = log2above(cqe_n);
-	rxq->cqes = zalloc(4096, sizeof(struct mlx5_cqe) << rxq->cqe_n);
-	for (i = 0; i < (1u << rxq->cqe_n); i++)	/* mlx5_devx_cq_create */
-		(*rxq->cqes)[i].op_own = (MLX5_CQE_INVALID << 4) | MLX5_CQE_OWNER_MASK;
-	cq_dbrec = zalloc(64, 64);
-	rxq->cq_db = cq_dbrec;
-	rxq->cq_ci = 0;
-	rxq->cqn = 0x77;
+	make_cq(cqe_n);
 	/* --- RQ (mlx5_rxq_create_devx_rq_resources): cyclic striding RQ,
 	 * 16 WQEs of struct mlx5_wqe_mprq (next-seg + data seg, 32 B),
 	 * zeroed; mlx5_rxq_initialize writes the data segments --- */
-	rxq->wqes = zalloc(4096, sizeof(struct mlx5_wqe_mprq) * WQ_N);
-	rq_dbrec = zalloc(64, 64);
-	rxq->rq_db = rq_dbrec;
-	CHECK(mlx5_rxq_initialize(rxq) == 0, "mlx5_rxq_initialize");
-}
-
-/* ---- the measured function ------------------------------------------- */
-__attribute__((noinline)) uint16_t measured_rx_burst(struct rte_mbuf **pkts, uint16_t n);
-__attribute__((noinline)) uint16_t measured_rx_burst(struct rte_mbuf **pkts, uint16_t n)
-{
-	return burst_fn(rxq, pkts, n);
+	make_rq(sizeof(struct mlx5_wqe_mprq) * WQ_N);
 }
 
 /* ---- device model ------------------------------------------------------ */
-static uint32_t hw_cq_pi;		/* CQ slots written */
 static uint32_t hw_wqe;			/* WQE counter of the WQE being filled */
 static uint32_t hw_strd;		/* its next stride */
-static uint64_t pkt_seq;		/* packets delivered */
-#define EXPQ 4096
 static struct { uint64_t seq; uint32_t hash; } expq[EXPQ];	/* delivered, not yet returned */
-static uint64_t exp_head, exp_tail;
-static unsigned long nb_cqe_slots, nb_sessions, nb_wqe_reposts, nb_cq_ci_wraps16;
-
-static uint32_t pkt_hash(uint64_t seq)
-{
-	uint32_t h = (uint32_t)(seq * 0x9e3779b1u) ^ 0x5bd1e995u;
-
-	return h ? h : 1;
-}
+static unsigned long nb_wqe_reposts, nb_cq_ci_wraps16;
 
 /* The 64-byte frame of packet seq (an IPv4/UDP frame's size; every byte
  * depends on seq, and bytes 16..23 are seq itself). */
@@ -495,11 +169,6 @@ static void frame(uint64_t seq, uint8_t *d)
 	for (i = 0; i < H_PKT_LEN; i++)
 		d[i] = (uint8_t)(seq * 31 + i * 7);
 	memcpy(d + 16, &seq, sizeof(seq));
-}
-
-static volatile struct mlx5_cqe *slot(uint32_t i)
-{
-	return &(*rxq->cqes)[i & ((1u << rxq->cqe_n) - 1)];
 }
 
 static volatile struct mlx5_wqe_mprq *wqe_at(uint32_t i)
@@ -535,22 +204,6 @@ static void nic_take_stride(uint32_t hash, uint16_t *wqe_id, uint16_t *strd_idx)
 	}
 }
 
-static void fill_common(volatile struct mlx5_cqe *c, uint32_t hash, uint16_t wqe_id, uint16_t strd)
-{
-	memset((void *)(uintptr_t)c, 0, 62);
-	c->wqe_id = rte_cpu_to_be_16(wqe_id);
-	c->rx_hash_res = rte_cpu_to_be_32(hash);
-	c->rx_hash_type = 0x0e;		/* IPv4 + UDP hashed fields (not read by the PMD) */
-	((volatile uint8_t *)&c->hdr_type_etc)[0] = H_HDR_OK;
-	((volatile uint8_t *)&c->hdr_type_etc)[1] = H_HDR_TYPE;
-	c->wqe_counter = rte_cpu_to_be_16(strd);
-}
-
-static uint8_t owner_of(uint32_t i)
-{
-	return !!(i & (1u << rxq->cqe_n));
-}
-
 /* One regular CQE: byte_cnt in the striding format, wqe_id = WQE index,
  * wqe_counter = stride index. */
 static void nic_cqe(void)
@@ -561,11 +214,7 @@ static void nic_cqe(void)
 
 	nic_take_stride(hash, &w, &s);
 	fill_common(c, hash, w, s);
-	c->byte_cnt = rte_cpu_to_be_32(H_MPRQ_BYTE_CNT);
-	rte_io_wmb();
-	c->op_own = MLX5_CQE_RESP_SEND << 4 | owner_of(hw_cq_pi);
-	hw_cq_pi++;
-	nb_cqe_slots++;
+	nic_publish(c, H_MPRQ_BYTE_CNT, 0, 1);
 }
 
 /* A basic-layout compressed session of n packets: title in slot t (the
@@ -587,8 +236,7 @@ static void nic_session(unsigned n)
 	for (i = 0; i < n; i++) {
 		uint32_t hash = csum_stridx ? hash0 : pkt_hash(pkt_seq);
 		uint16_t w, s;
-		volatile struct mlx5_mini_cqe8 *mc =
-			(volatile struct mlx5_mini_cqe8 *)slot(i < 8 ? t + 1 : t + i / 8 * 8);
+		volatile struct mlx5_mini_cqe8 *mc = mini_at(t, i);
 
 		nic_take_stride(hash, &w, &s);
 		if (i == 0) {
@@ -596,38 +244,15 @@ static void nic_session(unsigned n)
 			s0 = s;
 		}
 		if (csum_stridx) {
-			mc[i % 8].checksum = rte_cpu_to_be_16((uint16_t)(0x1234 + i)); /* not read */
-			mc[i % 8].stride_idx = rte_cpu_to_be_16(s);
+			mc->checksum = rte_cpu_to_be_16((uint16_t)(0x1234 + i)); /* not read */
+			mc->stride_idx = rte_cpu_to_be_16(s);
 		} else {
-			mc[i % 8].rx_hash_result = rte_cpu_to_be_32(hash);
+			mc->rx_hash_result = rte_cpu_to_be_32(hash);
 		}
-		mc[i % 8].byte_cnt = rte_cpu_to_be_32(H_MPRQ_BYTE_CNT);
+		mc->byte_cnt = rte_cpu_to_be_32(H_MPRQ_BYTE_CNT);
 	}
 	fill_common(title, hash0, w0, s0);
-	title->byte_cnt = rte_cpu_to_be_32(n);
-	rte_io_wmb();
-	title->op_own = MLX5_CQE_RESP_SEND << 4 | MLX5_COMPRESSED << 2 | owner_of(t);
-	hw_cq_pi += n;
-	nb_cqe_slots += n;
-	nb_sessions++;
-}
-
-/* Before a burst: the NIC has received what the burst will return.
- * Uncompressed: 32 CQEs. Sessions of 8: 4 sessions. Sessions of 64:
- * one session every other burst. */
-static void nic_receive(void)
-{
-	unsigned k;
-
-	if (!session) {
-		for (k = 0; k < BURST; k++)
-			nic_cqe();
-	} else if (session <= BURST) {
-		for (k = 0; k < BURST / session; k++)
-			nic_session(session);
-	} else if (exp_head - exp_tail < BURST) {
-		nic_session(session);
-	}
+	nic_publish(title, n, 1, n);
 }
 
 /* ---- checks ------------------------------------------------------------- */
@@ -639,8 +264,11 @@ struct snap {
 	struct rte_mbuf *elts[BURST];	/* vec: the mbufs at rq_pi.. */
 };
 
-static void snap_take(struct snap *s)
+static struct snap snap_b;
+
+static void snap_take(void)
 {
+	struct snap *s = &snap_b;
 	unsigned k;
 
 	s->cq_ci = rxq->cq_ci; s->rq_ci = rxq->rq_ci; s->rq_pi = rxq->rq_pi;
@@ -655,10 +283,9 @@ static void snap_take(struct snap *s)
 			s->elts[k] = (*rxq->elts)[(rxq->rq_pi + k) & (ELTS_N - 1)];
 }
 
-static unsigned long nb_repl_events, nb_repl_mbufs;
-
-static void check_burst(struct rte_mbuf **pkts, const struct snap *b, uint16_t ret, int steady)
+static void check_burst(struct rte_mbuf **pkts, uint16_t ret, int steady)
 {
+	const struct snap *b = &snap_b;
 	const uint32_t e_m = ELTS_N - 1;
 	uint8_t want[H_PKT_LEN];
 	uint64_t done;
@@ -680,12 +307,7 @@ static void check_burst(struct rte_mbuf **pkts, const struct snap *b, uint16_t r
 		CHECK(memcmp(rte_pktmbuf_mtod(m, void *), want, H_PKT_LEN) == 0,
 		      "packet %u: contents are not the frame the NIC wrote (seq %llu)", k,
 		      (unsigned long long)expq[e % EXPQ].seq);
-		CHECK(m->hash.rss == expq[e % EXPQ].hash, "packet %u: rss %08x want %08x", k,
-		      m->hash.rss, expq[e % EXPQ].hash);
-		CHECK(m->packet_type == WANT_PTYPE, "packet %u: packet_type %#x want %#x", k,
-		      m->packet_type, WANT_PTYPE);
-		CHECK(m->ol_flags == WANT_OLF, "packet %u: ol_flags %#llx want %#llx", k,
-		      (unsigned long long)m->ol_flags, (unsigned long long)WANT_OLF);
+		check_pkt_meta(m, k, expq[e % EXPQ].hash);
 		CHECK(m->nb_segs == 1 && m->next == NULL && m->port == 0 &&
 		      rte_mbuf_refcnt_read(m) == 1, "packet %u: mbuf header", k);
 		if (vec_mode)
@@ -751,8 +373,7 @@ static void check_burst(struct rte_mbuf **pkts, const struct snap *b, uint16_t r
 				      slot(j)->op_own, want_own);
 			}
 	}
-	CHECK(*cq_dbrec == rte_cpu_to_be_32(rxq->cq_ci), "CQ doorbell record %08x, cq_ci %u",
-	      rte_be_to_cpu_32(*cq_dbrec), rxq->cq_ci);
+	check_dbrec(cq_dbrec, rxq->cq_ci, "CQ");
 
 	/* RQ: after `done` packets of one stride each the PMD is in WQE
 	 * (done - 1) / 64 with (done - 1) % 64 + 1 strides consumed; it
@@ -764,8 +385,7 @@ static void check_burst(struct rte_mbuf **pkts, const struct snap *b, uint16_t r
 	      rxq->consumed_strd == (done - 1) % STRD_N + 1,
 	      "rq_ci %u consumed_strd %u after %llu packets", rxq->rq_ci, rxq->consumed_strd,
 	      (unsigned long long)done);
-	CHECK(*rq_dbrec == rte_cpu_to_be_32(rxq->rq_ci), "RQ doorbell record %08x, rq_ci %u",
-	      rte_be_to_cpu_32(*rq_dbrec), rxq->rq_ci);
+	check_dbrec(rq_dbrec, rxq->rq_ci, "RQ");
 	nb_wqe_reposts += rxq->rq_ci - b->rq_ci;
 	for (j = 0; j < WQ_N; j++) {
 		volatile struct mlx5_wqe_mprq *w = wqe_at(j);
@@ -795,9 +415,7 @@ static void check_burst(struct rte_mbuf **pkts, const struct snap *b, uint16_t r
 				for (k = 0; k < BURST; k++)
 					CHECK(m != pkts[k], "elts[%u] holds returned packet %u", j, k);
 			}
-			for (k = 0; k < MLX5_VPMD_DESCS_PER_LOOP; k++)
-				CHECK((*rxq->elts)[(rxq->elts_ci & e_m) + k] == &rxq->fake_mbuf,
-				      "fake mbuf padding after elts_ci");
+			check_fake_padding(rxq->elts_ci, e_m);
 		}
 	}
 
@@ -806,126 +424,41 @@ static void check_burst(struct rte_mbuf **pkts, const struct snap *b, uint16_t r
 	want_pkts = BURST;
 	if (vec_mode && session > BURST)
 		want_pkts = b->decompressed ? 0 : session;
-	CHECK(rxq->stats.ipackets == b->ipackets + want_pkts &&
-	      rxq->stats.ibytes == b->ibytes + (uint64_t)want_pkts * H_PKT_LEN,
-	      "soft counters +%llu +%llu, want +%u packets",
-	      (unsigned long long)(rxq->stats.ipackets - b->ipackets),
-	      (unsigned long long)(rxq->stats.ibytes - b->ibytes), want_pkts);
+	check_soft_counters(b->ipackets, b->ibytes, want_pkts);
 	if (steady)
 		CHECK(mbuf_stack.calls == b->mbuf_calls && mprq_stack.calls == b->mprq_calls,
 		      "mempool backend called in the burst");
 }
 
-/* What the application does with the packets: free them (outside the
- * measured region): rte_pktmbuf_free_bulk's work for single-segment
- * direct mbufs, i.e. rte_pktmbuf_prefree_seg + rte_mempool_put_bulk. */
-static void app_free(struct rte_mbuf **pkts)
+/* The self-test's corruptions, each after a burst that reposted a WQE
+ * (every other burst). */
+static const char *const what[] = {
+	"pkt_len of packet 0", "data_len of packet 31", "payload byte 40 of packet 5",
+	"rss hash of packet 7", "packet_type of packet 3", "ol_flags of packet 30",
+	"CQ doorbell record", "RQ doorbell record", "mbuf of packet 12 (another mbuf)",
+	"the reposted WQE's address", "refcnt of a WQE's MPRQ buffer", "consumed_strd",
+};
+
+static void corrupt(unsigned t)
 {
-	unsigned k;
-
-	for (k = 0; k < BURST; k++)
-		CHECK(rte_pktmbuf_prefree_seg(pkts[k]) == pkts[k], "prefree");
-	rte_mempool_put_bulk(mp, (void **)pkts, BURST);
-}
-
-static struct rte_mbuf *pkts[BURST];
-static struct snap snap_b;
-
-static void checked_burst(int steady)
-{
-	uint16_t ret;
-
-	nic_receive();
-	snap_take(&snap_b);
-	ret = measured_rx_burst(pkts, BURST);
-	measured_units += BURST;
-	check_burst(pkts, &snap_b, ret, steady);
-	app_free(pkts);
-}
-
-static void selftest(void)
-{
-	static const char *what[] = {
-		"pkt_len of packet 0", "data_len of packet 31", "payload byte 40 of packet 5",
-		"rss hash of packet 7", "packet_type of packet 3", "ol_flags of packet 30",
-		"CQ doorbell record", "RQ doorbell record", "mbuf of packet 12 (another mbuf)",
-		"the reposted WQE's address", "refcnt of a WQE's MPRQ buffer", "consumed_strd",
-	};
-	unsigned t, nt = sizeof(what) / sizeof(what[0]);
-
-	for (t = 0; t < nt; t++) {
-		pid_t pid;
-		int st;
-
-		fflush(stdout);
-		pid = fork();
-		CHECK(pid >= 0, "fork");
-		if (pid == 0) {
-			uint16_t ret;
-			int i;
-
-			freopen("/dev/null", "w", stderr);
-			/* run until a burst reposts a WQE (every other burst) */
-			for (i = 0; i < 4; i++) {
-				nic_receive();
-				snap_take(&snap_b);
-				ret = measured_rx_burst(pkts, BURST);
-				if (rxq->rq_ci != snap_b.rq_ci || i == 3)
-					break;
-				check_burst(pkts, &snap_b, ret, 1);
-				app_free(pkts);
-			}
-			switch (t) {
-			case 0: pkts[0]->pkt_len++; break;
-			case 1: pkts[31]->data_len ^= 1; break;
-			case 2: rte_pktmbuf_mtod(pkts[5], uint8_t *)[40] ^= 0x10; break;
-			case 3: pkts[7]->hash.rss ^= 0x100; break;
-			case 4: pkts[3]->packet_type ^= RTE_PTYPE_L4_UDP; break;
-			case 5: pkts[30]->ol_flags ^= RTE_MBUF_F_RX_L4_CKSUM_GOOD; break;
-			case 6: *cq_dbrec ^= rte_cpu_to_be_32(1); break;
-			case 7: *rq_dbrec ^= rte_cpu_to_be_32(1); break;
-			case 8: pkts[12] = pkts[13]; break;
-			case 9: wqe_at(rxq->rq_ci - 1)->dseg.addr ^= rte_cpu_to_be_64(STRD_SZ); break;
-			case 10: __atomic_add_fetch(&(*rxq->mprq_bufs)[rxq->rq_ci & (WQ_N - 1)]->refcnt, 1,
-						    __ATOMIC_RELAXED); break;
-			case 11: rxq->consumed_strd--; break;
-			}
-			check_burst(pkts, &snap_b, ret, 1);
-			_exit(0);
-		}
-		CHECK(waitpid(pid, &st, 0) == pid, "waitpid");
-		CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
-		      "selftest: corrupting %s was NOT detected", what[t]);
-		printf("selftest: corrupting %s -> check failed as it must\n", what[t]);
+	switch (t) {
+	case 0: pkts[0]->pkt_len++; break;
+	case 1: pkts[31]->data_len ^= 1; break;
+	case 2: rte_pktmbuf_mtod(pkts[5], uint8_t *)[40] ^= 0x10; break;
+	case 3: pkts[7]->hash.rss ^= 0x100; break;
+	case 4: pkts[3]->packet_type ^= RTE_PTYPE_L4_UDP; break;
+	case 5: pkts[30]->ol_flags ^= RTE_MBUF_F_RX_L4_CKSUM_GOOD; break;
+	case 6: *cq_dbrec ^= rte_cpu_to_be_32(1); break;
+	case 7: *rq_dbrec ^= rte_cpu_to_be_32(1); break;
+	case 8: pkts[12] = pkts[13]; break;
+	case 9: wqe_at(rxq->rq_ci - 1)->dseg.addr ^= rte_cpu_to_be_64(STRD_SZ); break;
+	case 10: __atomic_add_fetch(&(*rxq->mprq_bufs)[rxq->rq_ci & (WQ_N - 1)]->refcnt, 1,
+				    __ATOMIC_RELAXED); break;
+	case 11: rxq->consumed_strd--; break;
 	}
 }
 
-static uint64_t timed_round(long bursts)
-{
-	uint64_t sum = 0;
-	long i;
-
-	for (i = 0; i < bursts; i++) {
-		uint64_t t0, t1;
-		uint16_t ret;
-
-		nic_receive();
-		snap_take(&snap_b);
-		t0 = tsc_start();
-		ret = measured_rx_burst(pkts, BURST);
-		t1 = tsc_stop();
-		check_burst(pkts, &snap_b, ret, 1);
-		app_free(pkts);
-		sum += t1 - t0 > timer_overhead ? t1 - t0 - timer_overhead : 0;
-	}
-	return sum;
-}
-
-static const struct {
-	const char *name;
-	int vec;		/* devarg rx_vec_en */
-	unsigned session;	/* 0 uncompressed, else basic session size */
-} scen_tab[] = {
+static const struct rx_scen scen_tab[] = {
 	{ "rx_mprq_uncompressed", 0, 0 },
 	{ "rx_mprq_compressed8", 0, 8 },
 	{ "rx_mprq_compressed64", 0, 64 },
@@ -933,19 +466,6 @@ static const struct {
 	{ "rx_mprq_vec_compressed8", 1, 8 },
 	{ "rx_mprq_vec_compressed64", 1, 64 },
 };
-
-static const char *fn_name(void *f)
-{
-	if (f == (void *)mlx5_rx_burst)
-		return "mlx5_rx_burst";
-	if (f == (void *)mlx5_rx_burst_vec)
-		return "mlx5_rx_burst_vec";
-	if (f == (void *)mlx5_rx_burst_mprq)
-		return "mlx5_rx_burst_mprq";
-	if (f == (void *)mlx5_rx_burst_mprq_vec)
-		return "mlx5_rx_burst_mprq_vec";
-	return "(other)";
-}
 
 static const char *mcqe_name(unsigned f)
 {
@@ -962,37 +482,13 @@ static const char *mcqe_name(unsigned f)
 int main(int argc, char **argv)
 {
 	const char *name = argc > 1 ? argv[1] : "";
-	int timing = !(argc > 2 && (strcmp(argv[2], "count") == 0 || strcmp(argv[2], "selftest") == 0));
-	long bursts = argc > 3 ? atol(argv[3]) : 2000;
-	int rounds = argc > 4 ? atoi(argv[4]) : 15;
 	double per[101], ghz0, ghz1;
-	unsigned k;
-	int r;
+	long bursts;
+	int timing, rounds;
 
-	if (strcmp(name, "select") == 0)
-		log_verbose = 1;
-	for (k = 0; k < sizeof(scen_tab) / sizeof(scen_tab[0]); k++)
-		if (strcmp(name, scen_tab[k].name) == 0)
-			break;
-	if (k == sizeof(scen_tab) / sizeof(scen_tab[0]) && !log_verbose) {
-		fprintf(stderr, "usage: %s SCENARIO|select [scalar] [time|count|selftest] [BURSTS] [ROUNDS]\n", argv[0]);
+	if (rx_setup(argc, argv, scen_tab, sizeof(scen_tab) / sizeof(scen_tab[0]), &timing, &bursts,
+		     &rounds))
 		return 1;
-	}
-	if (rounds < 1 || rounds > 101)
-		rounds = 15;
-	if (timing && !log_verbose) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(sched_getcpu(), &set);
-		sched_setaffinity(0, sizeof(set), &set);
-	}
-	vec_mode = log_verbose ? !(argc > 2 && strcmp(argv[2], "scalar") == 0) : scen_tab[k].vec;
-	session = log_verbose ? 0 : scen_tab[k].session;
-	mlx5_set_ptype_table();		/* rte_mlx5_pmd_init (mlx5.c) */
-	mlx5_set_cksum_table();
-	mlx5_set_swp_types_table();
-	fabricate();
 	/* mlx5_select_rx_function (mlx5_ethdev.c), its branches for a port
 	 * without shared RQ: mlx5_rx_burst_mprq_vec if the PMD's own
 	 * mlx5_check_vec_rx_support(dev) > 0 and mlx5_mprq_enabled(dev),
@@ -1002,12 +498,11 @@ int main(int argc, char **argv)
 		int m = mlx5_mprq_enabled(&rte_eth_devices[0]);
 
 		if (v > 0)
-			burst_fn = m ? mlx5_rx_burst_mprq_vec : mlx5_rx_burst_vec;
+			set_burst_fn(m ? mlx5_rx_burst_mprq_vec : mlx5_rx_burst_vec,
+				     vec_mode ? mlx5_rx_burst_mprq_vec : mlx5_rx_burst_mprq);
 		else
-			burst_fn = m ? mlx5_rx_burst_mprq : mlx5_rx_burst;
-		burst_name = fn_name((void *)burst_fn);
-		CHECK(burst_fn == (vec_mode ? mlx5_rx_burst_mprq_vec : mlx5_rx_burst_mprq),
-		      "selected %s", burst_name);
+			set_burst_fn(m ? mlx5_rx_burst_mprq : mlx5_rx_burst,
+				     vec_mode ? mlx5_rx_burst_mprq_vec : mlx5_rx_burst_mprq);
 		if (log_verbose) {
 			printf("rx_vec_en=%d mprq_en=1 rxqs_n=%u rxqs_min_mprq=%u mlx5_check_vec_rx_support=%d "
 			       "mlx5_mprq_enabled=%d selected=%s log_strd_num=%u log_strd_sz=%u elts_n=%u "
@@ -1020,28 +515,16 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
-	/* Preflight: 3 CQ ring wraps with full checks. */
-	{
-		long pre = 3L * (1 << rxq->cqe_n) / BURST, i;
-
-		for (i = 0; i < pre; i++)
-			checked_burst(i >= 4);
-	}
+	preflight();
 	if (argc > 2 && strcmp(argv[2], "selftest") == 0) {
-		selftest();
+		run_selftest(what, sizeof(what) / sizeof(what[0]), corrupt);
 		printf("%s selftest checks=OK\n", name);
 		return 0;
 	}
 	if (!timing) {
-		long i;
-
-		/* Count only the steady-state bursts: zero callgrind's
-		 * counters after the preflight (a no-op natively). */
-		CALLGRIND_ZERO_STATS;
-		measured_units = 0;
-		nb_cqe_slots = nb_sessions = nb_repl_events = nb_repl_mbufs = nb_wqe_reposts = 0;
-		for (i = 0; i < bursts; i++)
-			checked_burst(1);
+		/* Count only the steady-state bursts. */
+		nb_wqe_reposts = 0;
+		count_bursts(bursts);
 		printf("%s count bursts=%ld measured_units=%ld (packets) routine=%s mcqe_format=%s cqe_s=%u "
 		       "wqe_s=%u strides=%u after preflight: cqe_slots_written=%lu sessions=%lu "
 		       "wqe_reposts=%lu replenish_events=%lu replenished_mbufs=%lu cq_ci_16bit_wraps=%lu checks=OK\n",
@@ -1050,13 +533,7 @@ int main(int argc, char **argv)
 		       nb_wqe_reposts, nb_repl_events, nb_repl_mbufs, nb_cq_ci_wraps16);
 		return 0;
 	}
-	calibrate(20001);
-	ghz0 = core_ghz();
-	timed_round(bursts);
-	for (r = 0; r < rounds; r++)
-		per[r] = (double)timed_round(bursts) / (bursts * BURST) / tsc_per_ns;
-	ghz1 = core_ghz();
-	qsort(per, rounds, sizeof(per[0]), cmp_dbl);
+	time_rounds(bursts, rounds, per, &ghz0, &ghz1);
 	printf("%s time bursts/round=%ld rounds=%d ns/packet median=%.2f min=%.2f max=%.2f "
 	       "(tsc %.4f GHz, timer overhead %llu cycles subtracted per window, core clock "
 	       "%.2f/%.2f GHz before/after) routine=%s cq_ci_16bit_wraps=%lu checks=OK\n",
