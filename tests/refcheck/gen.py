@@ -233,10 +233,40 @@ def compare(ring, size, cnt, ci0, layout, fmt, striding):
     return diffs, args, (rout, rci, rerr), (tout, tci, terr)
 
 
-def compare_mid(ring, size, cnt, title, mid, layout, fmt, striding):
+def compare_mid(r, ring, size, cnt, title, mid, layout, fmt, striding):
     """--ci inside a basic session: the tool from `mid` against the reference
     polled from the session's title (known to the generator, not searched
-    for), its first mid - title completions (that session's minis) dropped."""
+    for), its first mid - title completions (that session's minis) dropped.
+
+    A hole at `mid` (not one of the session's array slots) is given what a
+    real ring holds there, not the generator's junk: the previous pass's
+    entry (the other owner bit) or a slot a consumer invalidated (DPDK's
+    0xF0, the init pattern 0xF1). A valid-looking entry of this pass at a
+    hole is polled as itself (mlx5dp's decode cq rule: a full ring's slots
+    before --ci hold the next pass's arrays, which can read as a title).
+
+    The arrays the consumer finished before `mid`, with the holes after
+    each, are written as a consumer writes them: DPDK's and mlx5dp's 0xF0,
+    or the kernel's owner bit of their pass with opcode 0
+    (mlx5e_cqes_update_owner), so none of them reads as a title."""
+    off = mid - title
+    ring = bytearray(ring)
+
+    def op_own_at(i):
+        return (i % cnt) * size + size - 1
+
+    kernel = r.random() < 0.3
+    k = 0
+    while 8 * k + 8 <= off:
+        first = 1 if k == 0 else 8 * k
+        for i in range(title + first, title + 8 * k + 8):
+            ring[op_own_at(i)] = ((i // cnt) & 1) if kernel else 0xF0
+        k += 1
+    if off != 1 and off % 8 != 0:
+        at = op_own_at(mid)
+        owner = (mid // cnt) & 1
+        ring[at] = r.choice([0xF0, 0xF1, (ring[at] & 0xFE) | (owner ^ 1)])
+    ring = bytes(ring)
     rout, rci, rerr = ref.poll(ring, size, cnt, title, layout, fmt, striding)
     rout = rout[mid - title:]
     tout, tci, terr, args = run_tool(ring, size, cnt, mid, layout, fmt, striding)
@@ -287,7 +317,7 @@ def main():
             if not diffs and long and not striding and fmt not in ref.STRIDX_FORMATS:
                 t, n = r.choice(long)
                 mid = t + r.randint(1, n - 1)
-                diffs, args = compare_mid(ring, size, cnt, t, mid, layout, fmt, striding)
+                diffs, args = compare_mid(r, ring, size, cnt, t, mid, layout, fmt, striding)
                 mids += 1
                 if diffs:
                     diffs = [("mid-session",) + tuple(d) if isinstance(d, tuple) else d for d in diffs]

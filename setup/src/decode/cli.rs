@@ -118,7 +118,9 @@ pub enum DecodeWhat {
         /// index inside a compressed session is polled from the session's
         /// title, found in the ring, and output starts at --ci: in the
         /// basic layout the nearest title of its pass (owner bit) whose
-        /// mini count reaches past --ci; in the enhanced layout, for an
+        /// mini count reaches past --ci (unless the slot at --ci is a valid
+        /// entry of its pass at a hole of that session: it is then polled
+        /// as itself); in the enhanced layout, for an
         /// index at a compressed CQE, the regular CQE the consumer polled
         /// before it (the nearest one whose compressed and error CQEs lead
         /// to --ci).

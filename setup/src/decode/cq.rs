@@ -402,14 +402,33 @@ fn title_opcode(op_own: OpOwn) -> bool {
 /// (owner bit) whose session of `byte_cnt` minis (2 up to the ring size)
 /// covers `params.ci` is returned: the ring is polled from there and
 /// reported from `params.ci`, so the minis keep their title's fields and
-/// indices. `params.ci` itself when there is none. A title two passes old
-/// in a slot the last pass skipped is not told from a current one (its
-/// owner bit is the same).
+/// indices. `params.ci` itself when there is none.
+///
+/// The slots before `params.ci` may hold the next pass's entries (a full
+/// ring), whose mini arrays can read as a title of this pass. So when the
+/// slot at `params.ci` is itself a valid entry of its pass (the owner bit
+/// of its pass, an opcode other than INVALID), it is polled as one unless
+/// `params.ci` is exactly one of the covering session's array slots (1, 8,
+/// 16, … after the title), the one place inside a session where a
+/// valid-looking `op_own` is expected (an array's last byte is a mini's): a
+/// hole of a session holds the previous pass's entry or an invalidated
+/// slot. A title two passes old in a slot the last pass skipped is not
+/// told from a current one (its owner bit is the same).
 fn basic_title_start(bytes: &[u8], params: &RingParams) -> u32 {
     let stride = params.cqe_size.bytes();
     let log2 = params.cqe_cnt.trailing_zeros();
+    let op_own_at = |t: u32| {
+        let off = params.slot(t) as usize * stride + stride - 1;
+        bytes.get(off).map(|&b| OpOwn::from_bits(b))
+    };
+    // Whether the slot at `params.ci` reads as an entry of its own pass.
+    let valid_at_ci = op_own_at(params.ci).is_some_and(|op_own| {
+        u32::from(op_own.owner()) == (params.ci >> log2) & 1
+            && CqeOpcode::from_raw(op_own.opcode()) != CqeOpcode::Invalid
+    });
     // Whether the CQE proper at index `t` is a title of `t`'s pass (owner
-    // bit) whose session covers `params.ci`.
+    // bit) whose session covers `params.ci` (at one of its array slots if
+    // the slot at `params.ci` is valid).
     let covering_title = |t: u32| {
         let off = params.slot(t) as usize * stride + stride - 64;
         let Some(cqe) = bytes
@@ -419,11 +438,13 @@ fn basic_title_start(bytes: &[u8], params: &RingParams) -> u32 {
             return false;
         };
         let (op_own, count) = (cqe.op_own, cqe.byte_cnt.get());
+        let offset = params.ci.wrapping_sub(t);
         u32::from(op_own.owner()) == (t >> log2) & 1
             && op_own.format() == CqeFormat::Compressed.raw()
             && title_opcode(op_own)
             && (2..=params.cqe_cnt).contains(&count)
-            && params.ci.wrapping_sub(t) < count
+            && offset < count
+            && (!valid_at_ci || offset == 1 || offset % 8 == 0)
     };
     (1..params.cqe_cnt)
         .map(|back| params.ci.wrapping_sub(back))
@@ -1135,6 +1156,33 @@ mod tests {
         short[64 + 0x2c..64 + 0x30].copy_from_slice(&8u32.to_be_bytes());
         let d = decode_ring(&short, &params(CqLayout::Basic, 9)).unwrap();
         assert!(!d.completions[0].compressed);
+        // A valid entry of its pass at a hole of the session (slot 5, title
+        // + 4): the "title" before it is the next pass's array of a full
+        // ring as far as the poller can tell, and --ci 5 is polled from
+        // slot 5 as a ring started there is.
+        let mut hole = r.clone();
+        put(&mut hole, 64, 5, &resp(5, 700, 0xdddd, false, 0));
+        let d = decode_ring(&hole, &params(CqLayout::Basic, 5)).unwrap();
+        assert!(!d.completions[0].compressed);
+        assert_eq!(
+            (
+                d.completions[0].slot,
+                d.completions[0].cqe.cqe.byte_cnt.get()
+            ),
+            (5, 700)
+        );
+        let mut started = hole.clone();
+        started[..5 * 64].copy_from_slice(&ring(5, 64));
+        let plain = decode_ring(&started, &params(CqLayout::Basic, 5)).unwrap();
+        assert_eq!((d.completions, d.ci), (plain.completions, plain.ci));
+        // Its hole invalid again (INVALID opcode, or the other pass's owner
+        // bit): polled from the title.
+        for op_own in [0xf0u8, 0x21] {
+            hole[5 * 64 + 63] = op_own;
+            let d = decode_ring(&hole, &params(CqLayout::Basic, 5)).unwrap();
+            assert!(d.completions[0].compressed, "op_own {op_own:#x}");
+            assert_eq!(d.completions[0].ci, 5);
+        }
     }
 
     /// A RESIZE_CQ CQE (consumed, not printed) before a session whose
