@@ -9,7 +9,8 @@
 //! and the case's queue: `--qpn`, `--sq-wqebbs`, `--pi`, no BlueFlame,
 //! `--empw-dpdk` with `--empw-inline-max` = `inlen_empw`,
 //! `--empw-inline-send` = `inlen_send`, `--empw-wqe-thres` = `wqe_thres`
-//! (only with inlining compiled in, as `golden_empw` does). The printed
+//! (only with inlining compiled in, as `golden_empw` does),
+//! `--no-completions` (DPDK found no CQE between the bursts). The printed
 //! WQEs must cover exactly the WQEBBs DPDK wrote, hold DPDK's value in
 //! every byte DPDK wrote and 00 elsewhere; the doorbell record and the
 //! doorbell must be DPDK's. (WQEBBs DPDK wrote past what a burst published,
@@ -97,6 +98,21 @@ fn to_input(c: &Case) -> Result<(EncodeConfig, String), String> {
     cfg.bf_size = 0;
     cfg.bf_reg = 0;
     cfg.empw_dpdk = true;
+    // DPDK's completion handler found no CQE between the bursts (each
+    // burst's `in.wqe_pi` is the last one's `out.wqe_pi`): the device
+    // completes nothing, and a later burst finds the ring fuller.
+    cfg.no_completions = true;
+    for b in 1..num(c, "bursts") {
+        let (pi, before) = (
+            num(c, &format!("b{b}.in.wqe_pi")),
+            num(c, &format!("b{}.out.wqe_pi", b - 1)),
+        );
+        if pi != before {
+            return Err(format!(
+                "{UNEXPRESSED}burst {b}: DPDK completed WQEs before it (wqe_pi {before} -> {pi})"
+            ));
+        }
+    }
     cfg.empw_inline_max = Some(num(c, "cfg.inlen_empw") as u16);
     cfg.empw_inline_send = num(c, "cfg.inlen_send") as u16;
     cfg.empw_wqe_thres = if olx & OLX_INLINE != 0 {

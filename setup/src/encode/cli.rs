@@ -88,7 +88,8 @@ MULTI-PACKET BURSTS (--qp raw)
   A packet the queue refuses (empty, or 18 bytes or less on a queue that inlines: with
   --empw-inline-max 0 and --empw-inline-send 0 short frames go by pointer, as DPDK's pointer
   routines take them; the queue full) ends the run after
-  the packets before it in its burst were posted. After each burst the device completes it.
+  the packets before it in its burst were posted. After each burst the device completes it
+  (with --no-completions it completes nothing: later bursts find the ring fuller).
 
 OUTPUT
   Per WQE: its WQE index (the 16-bit counter of its control segment; the ring slot is the index
@@ -107,7 +108,8 @@ OUTPUT
 
   BlueFlame follows libmlx5's rule: a batch of one WQE of more than one DS that fits the
   BlueFlame half (ds * 16 <= --bf-size), and that carries inline data (or any such WQE with
-  --prefer-bf). After each batch the simulated device completes every WQE.
+  --prefer-bf). After each batch the simulated device completes every WQE (with
+  --no-completions none: the ring fills, and --max-post counts every work request posted).
 
 ERRORS
   A malformed line (unknown key, bad value, an SGE whose bytes are needed but not given by
@@ -388,6 +390,13 @@ pub struct WqeArgs {
     /// request no CQE), to reproduce the mlx5 PMD's WQEs.
     #[arg(long)]
     pub empw_dpdk: bool,
+    /// The device completes nothing: each line finds the ring as the lines
+    /// before it left it (a work request that no longer fits is refused;
+    /// --max-post counts every earlier one), as between two tx_burst calls
+    /// of DPDK's PMD that found no CQE. Default: the device completes each
+    /// line's WQEs before the next line.
+    #[arg(long)]
+    pub no_completions: bool,
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -434,6 +443,7 @@ impl WqeArgs {
         c.empw_inline_send = self.empw_inline_send;
         c.empw_wqe_thres = self.empw_wqe_thres;
         c.empw_dpdk = self.empw_dpdk;
+        c.no_completions = self.no_completions;
         c
     }
 }

@@ -137,6 +137,12 @@ pub struct EncodeConfig {
     /// `empw` / `mpw` bursts: DPDK 26.07's policy ([`TxConfig::dpdk_empw`],
     /// [`TxConfig::dpdk_mpw`]: 960-byte sessions, CE "only first error").
     pub empw_dpdk: bool,
+    /// The device completes nothing: each batch or burst finds the ring as
+    /// the ones before it left it, so the queue refuses what no longer fits
+    /// and `max_post` counts every work request posted so far (as between
+    /// two `tx_burst` calls of DPDK's PMD that found no CQE). `false`: the
+    /// device completes each batch before the next.
+    pub no_completions: bool,
 }
 
 impl EncodeConfig {
@@ -175,6 +181,7 @@ impl EncodeConfig {
             empw_inline_send: 0,
             empw_wqe_thres: 0,
             empw_dpdk: false,
+            no_completions: false,
         }
     }
 
@@ -760,9 +767,12 @@ fn run_sessions<P: DoorbellPolicy, M: TxMode>(
         }
         if let Some(index) = last {
             out.events.push(Event::Doorbell(doorbell(&mem_a, &mem_b)?));
-            // The device completes the burst.
-            for r in [q_a.retire(index, |_| {}), q_b.retire(index, |_| {})] {
-                r.map_err(|e| EncodeError::Setup(format!("retire: {e:?}")))?;
+            // The device completes the burst (unless told it completes
+            // nothing).
+            if !cfg.no_completions {
+                for r in [q_a.retire(index, |_| {}), q_b.retire(index, |_| {})] {
+                    r.map_err(|e| EncodeError::Setup(format!("retire: {e:?}")))?;
+                }
             }
         }
         if refusal.is_some() {
@@ -835,6 +845,8 @@ fn run<P: DoorbellPolicy>(
 
         let mut at = start;
         let mut last = None;
+        // Work requests posted (one WQE each).
+        let mut posted = 0u32;
         while at != end {
             let slot = at & (cnt - 1);
             let n = sq_a
@@ -854,17 +866,22 @@ fn run<P: DoorbellPolicy>(
                 bytes,
             }));
             last = Some(at as u16);
+            posted += 1;
             at = at.wrapping_add(n);
         }
         if let Some(index) = last {
             out.events.push(Event::Doorbell(doorbell(&mem_a, &mem_b)?));
-            // The device completes the batch: the last WQE's completion
-            // retires it and everything before it.
-            for sq in [&mut sq_a, &mut sq_b] {
-                sq.retire(index)
-                    .map_err(|e| EncodeError::Setup(format!("retire: {e:?}")))?;
+            if cfg.no_completions {
+                wrs_in_flight = wrs_in_flight.saturating_add(posted);
+            } else {
+                // The device completes the batch: the last WQE's completion
+                // retires it and everything before it.
+                for sq in [&mut sq_a, &mut sq_b] {
+                    sq.retire(index)
+                        .map_err(|e| EncodeError::Setup(format!("retire: {e:?}")))?;
+                }
+                wrs_in_flight = 0;
             }
-            wrs_in_flight = 0;
         }
         if refusal.is_some() {
             out.refusal = refusal;
@@ -917,4 +934,61 @@ fn post_batch<P: DoorbellPolicy>(
         b.complete();
     }
     refusal
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wqebbs(enc: &Encoded) -> u32 {
+        enc.events
+            .iter()
+            .map(|e| match e {
+                Event::Wqe(w) => w.wqebbs,
+                Event::Doorbell(_) => 0,
+            })
+            .sum()
+    }
+
+    /// Without completions the ring fills: the batch that no longer fits
+    /// is refused, with every WQEBB before it printed; with them (the
+    /// default) every batch fits.
+    #[test]
+    fn no_completions_fills_the_ring() {
+        // Ten batches of one 2-WQEBB RDMA WRITE (48 bytes inline) on an
+        // 8-WQEBB ring.
+        let text =
+            "op=rdma_write flags=inline raddr=0x1000 rkey=5 inline=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f\n\n"
+                .repeat(10);
+        let mut cfg = EncodeConfig::new(QpType::Rc, 0x11, 8);
+        let all = encode(&cfg, &text).unwrap();
+        assert!(all.refusal.is_none());
+        assert_eq!(wqebbs(&all), 20);
+        cfg.no_completions = true;
+        let full = encode(&cfg, &text).unwrap();
+        let refusal = full.refusal.expect("the fifth batch does not fit");
+        assert_eq!(refusal.line, 9);
+        assert_eq!(wqebbs(&full), 8);
+        // max_post counts the work requests of the earlier batches: the
+        // fourth is refused (three outstanding).
+        cfg.max_post = Some(3);
+        let capped = encode(&cfg, &text).unwrap();
+        assert_eq!(capped.refusal.expect("max_post").line, 7);
+        assert_eq!(wqebbs(&capped), 6);
+    }
+
+    /// The same for bursts: a later burst finds the ring as the earlier
+    /// ones left it.
+    #[test]
+    fn no_completions_fills_the_ring_with_bursts() {
+        let text = "op=empw pkt=ptr:0x1000:64:7 pkt=ptr:0x2000:64:7\n".repeat(10);
+        let mut cfg = EncodeConfig::new(QpType::RawPacket, 0x11, 8);
+        let all = encode(&cfg, &text).unwrap();
+        assert!(all.refusal.is_none());
+        cfg.no_completions = true;
+        let full = encode(&cfg, &text).unwrap();
+        assert!(full.refusal.is_some());
+        assert!(wqebbs(&full) <= 8);
+        assert!(wqebbs(&full) < wqebbs(&all));
+    }
 }
