@@ -403,6 +403,23 @@ fn check(c: &Case, p: &Printed, scope: &Scope) -> Vec<String> {
     let mask = cnt - 1;
     let ret = c.num("out.ret");
     let ring = our_ring(c, p);
+
+    // The line we refused, if any.
+    let refused = p
+        .message
+        .strip_prefix("line ")
+        .and_then(|m| m.split(':').next())
+        .and_then(|n| n.parse::<usize>().ok());
+    // Nothing of the affected WQE is compared if we refused its work
+    // request (line k + 1).
+    let refused_scope;
+    let scope = match scope.cut_wr() {
+        Some(k) if p.exit != 0 && refused == Some(k + 1) => {
+            refused_scope = scope.refused_at_cut();
+            &refused_scope
+        }
+        _ => scope,
+    };
     // Whether any byte of WQEBB `slot` is still compared.
     let any_compared = |slot: u32| (0..64).any(|j| scope.compared(slot as usize * 64 + j));
 
@@ -412,11 +429,6 @@ fn check(c: &Case, p: &Printed, scope: &Scope) -> Vec<String> {
         // `k`, so it accepted them; after `k` acceptance may differ, but an
         // `ibv_wr_*` batch is all or nothing), and put their WQEs and the
         // start of `k`'s where libmlx5 did.
-        let refused = p
-            .message
-            .strip_prefix("line ")
-            .and_then(|m| m.split(':').next())
-            .and_then(|n| n.parse::<usize>().ok());
         if p.exit != 0 && (c.get("api") == Some("wr_api") || refused.is_none_or(|n| n <= k)) {
             fail.push(format!("libmlx5 posted wr{k}; we failed: {}", p.message));
         }

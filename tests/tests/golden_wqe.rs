@@ -742,6 +742,14 @@ fn check(c: &Case, a: &Run, b: &Run, scope: &Scope, notes: &mut Vec<String>) -> 
     let ring_len = wqe_cnt * 64;
     let ret = c.num("out.ret");
     let tso_wrap = a.tso_wrap || TSO_WRAP_BUG.contains(&c.name.as_str());
+    let refused_scope;
+    let scope = match (scope.cut_wr(), a.error) {
+        (Some(k), Some((i, _))) if i == k => {
+            refused_scope = scope.refused_at_cut();
+            &refused_scope
+        }
+        _ => scope,
+    };
     if let Some(k) = scope.cut_wr() {
         check_before(c, a, k, &mut fail);
     } else {

@@ -48,7 +48,9 @@
 //! for C even acceptance); what stays comparable is the WQEs before it, their
 //! slots and wr_ids, that we accepted them (libmlx5 posted the affected one,
 //! so it accepted them), where the affected WQE starts, and its head up to
-//! the end of its inline header (but the DS count). For D the WQE sizes do
+//! the end of its inline header (but the DS count; nothing of it when we
+//! refused the affected work request, C with its whole payload over
+//! `max_tso`: [`Scope::refused_at_cut`]). For D the WQE sizes do
 //! not change: only the TSO WQE after its inline header is left out (and the
 //! 32 bytes after it where they hold what is left of the misplaced segment),
 //! later WQEs, the producer index and the doorbell are compared.
@@ -119,7 +121,7 @@ pub struct Deviation {
 
 /// What a test stops comparing for the deviations of a case, in ring byte
 /// offsets (and offsets in the register write).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Scope {
     /// B, C: the WQEBBs from libmlx5's WQE of this work request on are not
     /// compared (its size, so every later slot, may differ)...
@@ -157,6 +159,17 @@ impl Scope {
     /// The first work request whose WQE is not compared (B, C), if any.
     pub fn cut_wr(&self) -> Option<usize> {
         self.from_wr
+    }
+
+    /// The same scope for a run that refused the affected work request
+    /// itself (C: the TSO payload libmlx5 skipped is counted against
+    /// `max_tso` by mlx5dp): nothing of its WQE is compared, not even the
+    /// head, since no WQE of ours stands there.
+    pub fn refused_at_cut(&self) -> Scope {
+        Scope {
+            head: 0,
+            ..self.clone()
+        }
     }
 
     /// Offset of ring byte `i` in libmlx5's WQE of work request `wr`.
