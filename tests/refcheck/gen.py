@@ -238,8 +238,9 @@ def compare_mid(r, ring, size, cnt, title, mid, layout, fmt, striding):
     polled from the session's title (known to the generator, not searched
     for), its first mid - title completions (that session's minis) dropped.
 
-    A hole at `mid` (not one of the session's array slots) is given what a
-    real ring holds there, not the generator's junk: the previous pass's
+    A hole at or before `mid` in the array being consumed (not one of the
+    session's array slots) is given what a real ring holds there, not the
+    generator's junk: the previous pass's
     entry (the other owner bit) or a slot a consumer invalidated (DPDK's
     0xF0, the init pattern 0xF1). A valid-looking entry of this pass at a
     hole is polled as itself (mlx5dp's decode cq rule: a full ring's slots
@@ -262,10 +263,14 @@ def compare_mid(r, ring, size, cnt, title, mid, layout, fmt, striding):
         for i in range(title + first, title + 8 * k + 8):
             ring[op_own_at(i)] = ((i // cnt) & 1) if kernel else 0xF0
         k += 1
-    if off != 1 and off % 8 != 0:
-        at = op_own_at(mid)
-        owner = (mid // cnt) & 1
-        ring[at] = r.choice([0xF0, 0xF1, (ring[at] & 0xFE) | (owner ^ 1)])
+    # The holes of the current array before `mid`, and `mid` itself if it is
+    # a hole: what a real ring holds there.
+    for i in range(title + max(2, 8 * k + 1), mid + 1):
+        o = i - title
+        if o != 1 and o % 8 != 0:
+            at = op_own_at(i)
+            owner = (i // cnt) & 1
+            ring[at] = r.choice([0xF0, 0xF1, (ring[at] & 0xFE) | (owner ^ 1)])
     ring = bytes(ring)
     rout, rci, rerr = ref.poll(ring, size, cnt, title, layout, fmt, striding)
     rout = rout[mid - title:]

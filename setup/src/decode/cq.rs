@@ -412,8 +412,14 @@ fn title_opcode(op_own: OpOwn) -> bool {
 /// 16, … after the title), the one place inside a session where a
 /// valid-looking `op_own` is expected (an array's last byte is a mini's): a
 /// hole of a session holds the previous pass's entry or an invalidated
-/// slot. A title two passes old in a slot the last pass skipped is not
-/// told from a current one (its owner bit is the same).
+/// slot. For the same reason the nearest such title is taken only if the
+/// holes of its session before `params.ci` hold no entry hardware wrote in
+/// their pass (a real session's holes hold the previous pass's entries or
+/// slots a consumer invalidated: DPDK's and this core's 0xF0, the kernel's
+/// owner byte); DPDK 22.11's own Rx code, polling full rings, showed next-
+/// pass arrays reading as titles (`tests/oracle/dpdk`). A title two passes
+/// old in a slot the last pass skipped is not told from a current one (its
+/// owner bit is the same).
 fn basic_title_start(bytes: &[u8], params: &RingParams) -> u32 {
     let stride = params.cqe_size.bytes();
     let log2 = params.cqe_cnt.trailing_zeros();
@@ -446,10 +452,37 @@ fn basic_title_start(bytes: &[u8], params: &RingParams) -> u32 {
             && offset < count
             && (!valid_at_ci || offset == 1 || offset % 8 == 0)
     };
-    (1..params.cqe_cnt)
+    // Whether the slot at index `i` reads as an entry hardware wrote in
+    // `i`'s pass: its owner bit, an opcode other than INVALID, and not the
+    // kernel's consumed-slot mark (`op_own` = the owner bit alone,
+    // `mlx5e_cqes_update_owner`).
+    let written_in_pass = |i: u32| {
+        op_own_at(i).is_some_and(|op_own| {
+            u32::from(op_own.owner()) == (i >> log2) & 1
+                && CqeOpcode::from_raw(op_own.opcode()) != CqeOpcode::Invalid
+                && op_own.into_bits() > 1
+        })
+    };
+    // The nearest candidate only: its session's holes before `params.ci`
+    // (not its array slots, whose last byte is a mini's) must hold no entry
+    // of their own pass, as a real session's holes do (the previous pass's
+    // entries, or slots a consumer invalidated). A hole that does is an
+    // entry hardware wrote after the "title", which is then an older
+    // pass's bytes (or the next pass's array in a full ring).
+    let Some(t) = (1..params.cqe_cnt)
         .map(|back| params.ci.wrapping_sub(back))
         .find(|&t| covering_title(t))
-        .unwrap_or(params.ci)
+    else {
+        return params.ci;
+    };
+    let hole_written = (2..params.ci.wrapping_sub(t))
+        .filter(|offset| offset % 8 != 0)
+        .any(|offset| written_in_pass(t.wrapping_add(offset)));
+    if hole_written {
+        params.ci
+    } else {
+        t
+    }
 }
 
 /// Enhanced layout, `--ci` at a compressed CQE: its title is the regular
@@ -1182,6 +1215,51 @@ mod tests {
             let d = decode_ring(&hole, &params(CqLayout::Basic, 5)).unwrap();
             assert!(d.completions[0].compressed, "op_own {op_own:#x}");
             assert_eq!(d.completions[0].ci, 5);
+        }
+    }
+
+    /// Basic layout, `--ci` at a title with regular CQEs of its pass before
+    /// it, and further back a slot that reads as a title of this pass whose
+    /// session would cover `--ci` at one of its array slots (in a full ring,
+    /// the next pass's mini array: DPDK 22.11's own Rx code found this,
+    /// tests/oracle/dpdk): the regular CQEs in that "session's" holes show
+    /// hardware wrote past it, so `--ci` is polled as a ring started there.
+    #[test]
+    fn a_title_whose_holes_hold_entries_of_its_pass_covers_nothing() {
+        let mut r = ring(N, 64);
+        let mut fake = resp(0, 12, 0, false, 0);
+        fake.op_own = fake.op_own.with_format(3);
+        put(&mut r, 64, 0, &fake);
+        for s in 1..8 {
+            put(&mut r, 64, s, &resp(s as u16, 64 + s as u32, 0, false, 0));
+        }
+        let mut title = resp(8, 3, 0xbbbb, false, 0);
+        title.op_own = title.op_own.with_format(3);
+        put(&mut r, 64, 8, &title);
+        for i in 0..3 {
+            let off = 9 * 64 + i * 8;
+            r[off..off + 8].copy_from_slice(&hash_mini(0x100 + i as u32, 100 + i as u32));
+        }
+        put(&mut r, 64, 11, &resp(11, 1500, 0xcccc, false, 0));
+        let d = decode_ring(&r, &params(CqLayout::Basic, 8)).unwrap();
+        let mut started = r.clone();
+        started[..8 * 64].copy_from_slice(&ring(8, 64));
+        let plain = decode_ring(&started, &params(CqLayout::Basic, 8)).unwrap();
+        assert_eq!(d.completions.len(), 4);
+        assert_eq!(d.ci, 12);
+        assert_eq!((&d.completions, d.ci), (&plain.completions, plain.ci));
+        // The same holes invalidated (a consumer's 0xf0, the kernel's owner
+        // byte) or of the other pass: --ci 8 is then inside the session
+        // from slot 0, at its first array slot after the first.
+        for hole in [0xf0u8, 0x00, 0x21] {
+            let mut mid = r.clone();
+            for s in 2..8 {
+                mid[s * 64 + 63] = hole;
+            }
+            let d = decode_ring(&mid, &params(CqLayout::Basic, 8)).unwrap();
+            assert!(d.completions[0].compressed, "hole {hole:#x}");
+            assert_eq!(d.completions[0].ci, 8);
+            assert_eq!(d.ci, 12, "hole {hole:#x}");
         }
     }
 
