@@ -7,7 +7,8 @@
 //! also fuzzes the posting code with what a user may hand it.
 //!
 //! Input: byte 0 = QP type (mod 5: RC, UC, UD, XRC, raw Ethernet); byte 1
-//! = log2 of the ring size (mod 11) and, bit 7, `prefer_bf`; byte 2 =
+//! = log2 of the ring size (bits 5:0, mod 11), bit 6 `keep_going` and
+//! bit 7 `prefer_bf`; byte 2 =
 //! flags (bit 0 `sig_all`, 1 `shut_up_bf`, 2 no BlueFlame buffer, 3 no
 //! atomics, 4 no raw checksum offload, 5 no inline L2 header, 6
 //! `empw_dpdk`, 7 `abort_on_error`); byte 3 = producer counter's low byte
@@ -37,7 +38,8 @@ fuzz_target!(|data: &[u8]| {
         (QpType::Xrc, DecodeQp::Xrc),
         (QpType::RawPacket, DecodeQp::Raw),
     ][usize::from(head[0]) % 5];
-    let mut cfg = EncodeConfig::new(qp, 0x1234, 1 << ((head[1] & 0x7f) % 11));
+    let mut cfg = EncodeConfig::new(qp, 0x1234, 1 << ((head[1] & 0x3f) % 11));
+    cfg.keep_going = head[1] & 0x40 != 0;
     cfg.prefer_bf = head[1] & 0x80 != 0;
     let f = head[2];
     cfg.sig_all = f & 1 != 0;

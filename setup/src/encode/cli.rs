@@ -397,6 +397,13 @@ pub struct WqeArgs {
     /// line's WQEs before the next line.
     #[arg(long)]
     pub no_completions: bool,
+    /// A refused work request ends its batch or burst, not the run: it is
+    /// printed where it happened (`refused line N: ...`, JSON `refused`)
+    /// and the next batch goes on, as a caller of ibv_post_send or of
+    /// DPDK's tx_burst does. The exit status still says a request was
+    /// refused (2, the first on standard error).
+    #[arg(long)]
+    pub keep_going: bool,
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
@@ -444,6 +451,7 @@ impl WqeArgs {
         c.empw_wqe_thres = self.empw_wqe_thres;
         c.empw_dpdk = self.empw_dpdk;
         c.no_completions = self.no_completions;
+        c.keep_going = self.keep_going;
         c
     }
 }

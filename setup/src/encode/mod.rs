@@ -39,7 +39,10 @@
 //! A work request the queue refuses ends the run. By default the work
 //! requests before it in its batch are posted and the doorbell is rung, as
 //! `ibv_post_send` does; with `abort_on_error` the batch is discarded, as
-//! `ibv_wr_complete` rolls back after an error.
+//! `ibv_wr_complete` rolls back after an error. With `keep_going` it ends
+//! its batch (or burst) only: the refusal is printed where it happened
+//! ([`Event::Refused`]) and the next batch goes on, as an application that
+//! calls `ibv_post_send` or DPDK's `tx_burst` again does.
 //!
 //! Panic policy: nothing here panics on any input.
 //!
@@ -143,6 +146,11 @@ pub struct EncodeConfig {
     /// two `tx_burst` calls of DPDK's PMD that found no CQE). `false`: the
     /// device completes each batch before the next.
     pub no_completions: bool,
+    /// A refused work request ends its batch or burst, not the run: it is
+    /// printed as an [`Event::Refused`] and the next batch goes on (as a
+    /// caller of `ibv_post_send` or of DPDK's `tx_burst`, which returns
+    /// fewer packets, does). [`Encoded::refusal`] holds the first.
+    pub keep_going: bool,
 }
 
 impl EncodeConfig {
@@ -182,6 +190,7 @@ impl EncodeConfig {
             empw_wqe_thres: 0,
             empw_dpdk: false,
             no_completions: false,
+            keep_going: false,
         }
     }
 
@@ -444,6 +453,9 @@ pub enum Event {
     Wqe(Wqe),
     /// The end of a batch.
     Doorbell(Doorbell),
+    /// A refused work request, where it happened (only with
+    /// [`EncodeConfig::keep_going`]; otherwise it ends the run).
+    Refused(Refusal),
 }
 
 impl Event {
@@ -463,6 +475,13 @@ impl Event {
                     "offset": m.offset,
                     "hex": hex(&m.bytes),
                 })),
+            }),
+            Event::Refused(r) => serde_json::json!({
+                "refused": {
+                    "line": r.line,
+                    "errno": r.reason.errno(),
+                    "error": r.reason.to_string(),
+                },
             }),
         }
     }
@@ -499,6 +518,9 @@ impl Event {
                     None => s.push_str(" mmio=none\n"),
                 }
             }
+            Event::Refused(r) => {
+                s.push_str(&format!("refused {r}\n"));
+            }
         }
         s
     }
@@ -514,7 +536,8 @@ fn hex(bytes: &[u8]) -> String {
 pub struct Encoded {
     /// WQEs and doorbells, in order.
     pub events: Vec<Event>,
-    /// The work request that was refused (the run stopped there).
+    /// The work request that was refused (the run stopped there; with
+    /// [`EncodeConfig::keep_going`], the first of the [`Event::Refused`]).
     pub refusal: Option<Refusal>,
 }
 
@@ -573,7 +596,8 @@ impl From<SetupError> for EncodeError {
 /// Every line is read and its data resolved before anything is posted: a
 /// malformed line is an [`EncodeError::Input`] and nothing is printed. A
 /// work request the queue refuses ends the run with
-/// [`Encoded::refusal`] set, after whatever was posted before it.
+/// [`Encoded::refusal`] set, after whatever was posted before it (with
+/// [`EncodeConfig::keep_going`], it ends its batch only).
 pub fn encode(cfg: &EncodeConfig, text: &str) -> Result<Encoded, EncodeError> {
     cfg.check().map_err(EncodeError::Config)?;
     let batches = input::parse_input(text)?;
@@ -775,9 +799,12 @@ fn run_sessions<P: DoorbellPolicy, M: TxMode>(
                 }
             }
         }
-        if refusal.is_some() {
-            out.refusal = refusal;
-            break;
+        if let Some(r) = refusal {
+            out.refusal.get_or_insert(r);
+            if !cfg.keep_going {
+                break;
+            }
+            out.events.push(Event::Refused(r));
         }
     }
     Ok(out)
@@ -883,9 +910,12 @@ fn run<P: DoorbellPolicy>(
                 wrs_in_flight = 0;
             }
         }
-        if refusal.is_some() {
-            out.refusal = refusal;
-            break;
+        if let Some(r) = refusal {
+            out.refusal.get_or_insert(r);
+            if !cfg.keep_going {
+                break;
+            }
+            out.events.push(Event::Refused(r));
         }
     }
     Ok(out)
@@ -945,7 +975,7 @@ mod tests {
             .iter()
             .map(|e| match e {
                 Event::Wqe(w) => w.wqebbs,
-                Event::Doorbell(_) => 0,
+                Event::Doorbell(_) | Event::Refused(_) => 0,
             })
             .sum()
     }
@@ -990,5 +1020,104 @@ mod tests {
         assert!(full.refusal.is_some());
         assert!(wqebbs(&full) <= 8);
         assert!(wqebbs(&full) < wqebbs(&all));
+    }
+
+    fn refused_lines(enc: &Encoded) -> Vec<usize> {
+        enc.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Refused(r) => Some(r.line),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// With `keep_going` a refused work request ends its batch only: it is
+    /// printed where it happened, the later batches are posted, and the
+    /// first refusal is the run's. Without it the output stops there.
+    #[test]
+    fn keep_going_reports_each_refusal_and_goes_on() {
+        // Batches of one WRITE, but the third (line 5) asks for 9 SGEs.
+        let ok = "op=rdma_write raddr=0x1000 rkey=5 sge=0x2000:64:7\n\n";
+        let bad = format!(
+            "op=rdma_write raddr=0x1000 rkey=5{}\n\n",
+            " sge=0x2000:8:7".repeat(9)
+        );
+        let text = format!("{ok}{ok}{bad}{ok}{bad}{ok}");
+        let mut cfg = EncodeConfig::new(QpType::Rc, 0x11, 64);
+        let stop = encode(&cfg, &text).unwrap();
+        assert_eq!(stop.refusal.map(|r| r.line), Some(5));
+        assert_eq!(wqebbs(&stop), 2);
+        assert!(refused_lines(&stop).is_empty());
+        cfg.keep_going = true;
+        let on = encode(&cfg, &text).unwrap();
+        assert_eq!(on.refusal, stop.refusal);
+        assert_eq!(refused_lines(&on), [5, 9]);
+        assert_eq!(wqebbs(&on), 4);
+        // The refusal follows the doorbell of the batch before it, and the
+        // WQEs after it continue the WQE counter.
+        let kinds: Vec<char> = on
+            .events
+            .iter()
+            .map(|e| match e {
+                Event::Wqe(_) => 'w',
+                Event::Doorbell(_) => 'd',
+                Event::Refused(_) => 'r',
+            })
+            .collect();
+        assert_eq!(kinds.iter().collect::<String>(), "wdwdrwdrwd");
+        let idx: Vec<u16> = on
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Wqe(w) => Some(w.wqe_index),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(idx, [0, 1, 2, 3]);
+        let json = on.to_json_lines();
+        assert!(
+            json.contains(r#"{"refused":{"line":9,"errno":"ENOMEM","error":"work request refused (ENOMEM): more SGEs than --max-sge"}}"#),
+            "{json}"
+        );
+        assert!(on
+            .to_human(64)
+            .contains("refused line 9: work request refused (ENOMEM)"));
+    }
+
+    /// Bursts: a short frame refused in the second burst leaves the packet
+    /// before it posted; the third burst goes on after it.
+    #[test]
+    fn keep_going_bursts_go_on_after_a_refused_packet() {
+        let frame = "00".repeat(60);
+        let short = "00".repeat(16);
+        let line = |pkts: &[(u64, &str)]| {
+            let mut l = String::from("op=empw");
+            for (a, d) in pkts {
+                l.push_str(&format!(" pkt=ptr:{a:#x}:{}:7 mem={a:#x}:{d}", d.len() / 2));
+            }
+            l + "\n"
+        };
+        let text = [
+            line(&[(0x1000, &frame)]),
+            line(&[(0x2000, &frame), (0x3000, &short), (0x4000, &frame)]),
+            line(&[(0x5000, &frame)]),
+        ]
+        .concat();
+        let mut cfg = EncodeConfig::new(QpType::RawPacket, 0x11, 64);
+        let stop = encode(&cfg, &text).unwrap();
+        assert_eq!(stop.refusal.map(|r| r.line), Some(2));
+        cfg.keep_going = true;
+        let on = encode(&cfg, &text).unwrap();
+        assert_eq!(on.refusal.map(|r| r.line), Some(2));
+        assert_eq!(refused_lines(&on), [2]);
+        let doorbells = |e: &Encoded| {
+            e.events
+                .iter()
+                .filter(|e| matches!(e, Event::Doorbell(_)))
+                .count()
+        };
+        assert_eq!((doorbells(&stop), doorbells(&on)), (2, 3));
+        assert!(wqebbs(&on) > wqebbs(&stop));
     }
 }
