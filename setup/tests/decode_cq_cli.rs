@@ -528,3 +528,82 @@ fn requester_and_stride_formats() {
     assert_eq!(got[1]["stride_idx"], 7);
     assert_eq!(got[1]["byte_cnt"], 0x40);
 }
+
+/// The option values other tools' spellings use (PRM numbers, rdma-core and
+/// DPDK names, any case, hex counters) select the same decoding as the
+/// canonical names.
+#[test]
+fn option_spellings_select_the_same_decoding() {
+    let ring = hex(&small_ring());
+    let run = |ci: &str, cnt: &str, layout: &str, format: &str| {
+        let args = [
+            "--cqe-size",
+            "64",
+            "--cqe-cnt",
+            cnt,
+            "--ci",
+            ci,
+            "--layout",
+            layout,
+            "--mini-format",
+            format,
+        ];
+        decode_cq_json(&args, &ring)
+    };
+    let groups: [(&str, &[&str]); 5] = [
+        ("hash", &["0", "HASH", "rx_hash"]),
+        ("csum", &["1", "checksum", "CSUM"]),
+        ("ftag-stridx", &["2", "FTAG_STRIDX", "flow_tag"]),
+        ("csum-stridx", &["3", "csum_stridx", "Csum-Stridx"]),
+        ("l34h-stridx", &["4", "L34H_STRIDX", "l3l4"]),
+    ];
+    for (name, spellings) in groups {
+        let want = run("0", "8", "basic", name);
+        assert!(!want.0.is_empty(), "{name}: the ring polls to completions");
+        for s in spellings {
+            assert_eq!(run("0x0", "0x8", "Legacy", s), want, "{s} for {name}");
+        }
+    }
+    let want = run("0", "8", "basic", "req");
+    assert_eq!(run("0", "8", "0", "requester"), want);
+    let enhanced = |layout: &str| {
+        let out = mlx5dp(
+            &[
+                "decode",
+                "cq",
+                "--json",
+                "--cqe-size",
+                "64",
+                "--cqe-cnt",
+                "8",
+                "--ci",
+                "0",
+                "--layout",
+                layout,
+                "-",
+            ],
+            &ring,
+        );
+        (out.status.code(), out.stdout, out.stderr)
+    };
+    assert_eq!(enhanced("1"), enhanced("enhanced"));
+    assert_eq!(enhanced("ENHANCED"), enhanced("enhanced"));
+    // An unknown spelling is still refused (exit status 2).
+    let out = mlx5dp(
+        &[
+            "decode",
+            "cq",
+            "--cqe-size",
+            "64",
+            "--cqe-cnt",
+            "8",
+            "--ci",
+            "0",
+            "--mini-format",
+            "l2",
+            "-",
+        ],
+        &ring,
+    );
+    assert_eq!(out.status.code(), Some(2));
+}

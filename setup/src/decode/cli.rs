@@ -85,7 +85,7 @@ pub enum DecodeWhat {
     /// Mini-CQEs of a compressed session (8 bytes each; several allowed).
     MiniCqe {
         /// The format the CQ was created with (`req` for a send CQ).
-        #[arg(long, value_enum)]
+        #[arg(long, value_enum, ignore_case = true)]
         format: MiniFormat,
         /// Print ONE JSON array with one object per mini (even for a single mini).
         #[arg(long)]
@@ -108,9 +108,9 @@ pub enum DecodeWhat {
         cqe_size: CqeSize,
         /// Number of CQEs in the ring (a power of two); the input must be
         /// exactly this many CQEs.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::encode::cli::num_u32)]
         cqe_cnt: u32,
-        /// Software consumer index, free-running 32-bit (rdma-core's
+        /// Software consumer index (decimal or 0x-hex), free-running 32-bit (rdma-core's
         /// `cons_index`; the doorbell record holds its low 24 bits): the
         /// first slot polled, and with --cqe-cnt the owner parity (basic)
         /// or validity iteration count (enhanced) expected. The closing
@@ -124,14 +124,17 @@ pub enum DecodeWhat {
         /// index at a compressed CQE, the regular CQE the consumer polled
         /// before it (the nearest one whose compressed and error CQEs lead
         /// to --ci).
-        #[arg(long)]
+        #[arg(long, value_parser = crate::encode::cli::num_u32)]
         ci: u32,
         /// Compression layout (`cqe_comp_layout`); also the ownership rule.
-        #[arg(long, value_enum, default_value_t = CqLayout::Basic)]
+        /// Also accepted, in any case: its value 0 / 1, `legacy`.
+        #[arg(long, value_enum, ignore_case = true, default_value_t = CqLayout::Basic)]
         layout: CqLayout,
         /// Mini-CQE format of the CQ (`req` for a send CQ; minis of a REQ
-        /// title are read as requester minis whatever the format).
-        #[arg(long, value_enum, default_value_t = MiniFormat::Hash)]
+        /// title are read as requester minis whatever the format). Also
+        /// accepted, in any case: the PRM value 0-4, `_` for `-`,
+        /// `checksum`, `flow-tag`, `l3l4`, `requester`.
+        #[arg(long, value_enum, ignore_case = true, default_value_t = MiniFormat::Hash)]
         mini_format: MiniFormat,
         /// Responder completions come from a striding RQ (implied by the
         /// `*-stridx` formats): byte counts carry strides, wqe_counter is

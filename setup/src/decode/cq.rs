@@ -42,9 +42,11 @@ use zerocopy::FromBytes;
 pub enum CqLayout {
     /// Basic: title + arrays of eight minis; ownership by the owner bit.
     #[default]
+    #[value(aliases = ["0", "legacy"])]
     Basic,
     /// Enhanced: compressed CQEs of up to seven minis after a regular
     /// title; ownership by the validity iteration count (byte 62).
+    #[value(aliases = ["1"])]
     Enhanced,
 }
 

@@ -16,16 +16,22 @@ use zerocopy::FromBytes;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MiniFormat {
     /// Responder, HASH: RSS hash result and byte count (PRM value 0).
+    #[value(aliases = ["0", "rx-hash", "rx_hash"])]
     Hash,
     /// Responder, CSUM: L4 checksum and byte count (PRM value 1).
+    #[value(aliases = ["1", "checksum"])]
     Csum,
     /// Responder, FTAG_STRIDX: flow tag, stride index, 24-bit byte count (PRM value 2).
+    #[value(aliases = ["2", "ftag_stridx", "ftag", "flow-tag", "flow_tag", "flow-tag-stridx", "flow_tag_stridx"])]
     FtagStridx,
     /// Responder, CSUM_STRIDX: checksum, stride index, byte count (PRM value 3).
+    #[value(aliases = ["3", "csum_stridx", "checksum-stridx", "checksum_stridx"])]
     CsumStridx,
     /// Responder, L34H_STRIDX: header types, stride index, byte count (value 4 = format 0 + ext).
+    #[value(aliases = ["4", "l34h_stridx", "l34h", "l3l4", "l3-l4", "l3l4-stridx", "l3l4_stridx", "l3_l4"])]
     L34hStridx,
     /// Requester (send queue): WQE counter, send opcode, byte count.
+    #[value(aliases = ["requester", "send"])]
     Req,
 }
 

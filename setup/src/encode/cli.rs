@@ -274,7 +274,8 @@ impl RecvArgs {
     }
 }
 
-fn num_u32(s: &str) -> Result<u32, String> {
+/// A 32-bit option value, decimal or `0x` hex.
+pub(crate) fn num_u32(s: &str) -> Result<u32, String> {
     parse_u64(s)
         .and_then(|n| u32::try_from(n).ok())
         .ok_or_else(|| format!("`{s}` is not a 32-bit integer (decimal or 0x-hex)"))
